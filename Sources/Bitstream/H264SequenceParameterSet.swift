@@ -1,0 +1,234 @@
+/// An H.264 sequence parameter set (7.3.2.1.1), parsed in full: every profile's fields, scaling lists
+/// skipped by their own syntax, cropping, and the VUI with timing, HRD and bitstream restriction.
+public struct H264SequenceParameterSet: Sendable, Hashable {
+    public var id: Int
+    public var profileIdc: Int
+    public var constraintFlags: UInt8
+    public var levelIdc: Int
+    public var chromaFormat: ChromaFormat
+    public var separateColourPlane: Bool
+    public var bitDepthLuma: Int
+    public var bitDepthChroma: Int
+    public var log2MaxFrameNum: Int
+    public var picOrderCntType: Int
+    public var log2MaxPicOrderCntLsb: Int
+    public var deltaPicOrderAlwaysZero: Bool
+    public var maxNumRefFrames: Int
+    public var widthInMacroblocks: Int
+    public var heightInMapUnits: Int
+    public var frameMbsOnly: Bool
+    public var vui: H264VUI?
+    public var format: SequenceFormat
+
+    /// Profiles whose SPS carries chroma format, bit depths and scaling matrices (7.3.2.1.1).
+    static let highProfiles: Set<Int> = [100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135]
+
+    /// - Parameter payload: the NAL unit after its one-byte header, escaped.
+    public init(payload: ArraySlice<UInt8>) throws(BitstreamError) {
+        var r = BitReader(payload)
+        profileIdc = Int(try r.bits(8, "profile_idc"))
+        constraintFlags = UInt8(try r.bits(8, "constraint_set_flags"))
+        levelIdc = Int(try r.bits(8, "level_idc"))
+        id = try r.ue("seq_parameter_set_id", max: 31)
+        var chromaFormatIdc = 1
+        separateColourPlane = false
+        bitDepthLuma = 8
+        bitDepthChroma = 8
+        if Self.highProfiles.contains(profileIdc) {
+            chromaFormatIdc = try r.ue("chroma_format_idc", max: 3)
+            if chromaFormatIdc == 3 { separateColourPlane = try r.flag("separate_colour_plane_flag") }
+            bitDepthLuma = try r.ue("bit_depth_luma_minus8", max: 6) + 8
+            bitDepthChroma = try r.ue("bit_depth_chroma_minus8", max: 6) + 8
+            _ = try r.flag("qpprime_y_zero_transform_bypass_flag")
+            if try r.flag("seq_scaling_matrix_present_flag") {
+                for list in 0..<(chromaFormatIdc != 3 ? 8 : 12) {
+                    if try r.flag("seq_scaling_list_present_flag") {
+                        try Self.skipScalingList(&r, size: list < 6 ? 16 : 64)
+                    }
+                }
+            }
+        }
+        chromaFormat = ChromaFormat(rawValue: chromaFormatIdc)!
+        log2MaxFrameNum = try r.ue("log2_max_frame_num_minus4", max: 12) + 4
+        picOrderCntType = try r.ue("pic_order_cnt_type", max: 2)
+        log2MaxPicOrderCntLsb = 0
+        deltaPicOrderAlwaysZero = false
+        if picOrderCntType == 0 {
+            log2MaxPicOrderCntLsb = try r.ue("log2_max_pic_order_cnt_lsb_minus4", max: 12) + 4
+        } else if picOrderCntType == 1 {
+            deltaPicOrderAlwaysZero = try r.flag("delta_pic_order_always_zero_flag")
+            _ = try r.se("offset_for_non_ref_pic")
+            _ = try r.se("offset_for_top_to_bottom_field")
+            let cycle = try r.ue("num_ref_frames_in_pic_order_cnt_cycle", max: 255)
+            for _ in 0..<cycle { _ = try r.se("offset_for_ref_frame") }
+        }
+        maxNumRefFrames = try r.ue("max_num_ref_frames", max: 16)
+        _ = try r.flag("gaps_in_frame_num_value_allowed_flag")
+        let maxMacroblocks = ParameterSetLimits.maximumDimension / 16 + 1
+        widthInMacroblocks = try r.ue("pic_width_in_mbs_minus1", max: UInt32(maxMacroblocks - 1)) + 1
+        heightInMapUnits = try r.ue("pic_height_in_map_units_minus1", max: UInt32(maxMacroblocks - 1)) + 1
+        frameMbsOnly = try r.flag("frame_mbs_only_flag")
+        if !frameMbsOnly { _ = try r.flag("mb_adaptive_frame_field_flag") }
+        _ = try r.flag("direct_8x8_inference_flag")
+        let codedWidth = widthInMacroblocks * 16
+        let codedHeight = heightInMapUnits * 16 * (frameMbsOnly ? 1 : 2)
+        guard codedWidth <= ParameterSetLimits.maximumDimension else {
+            throw .outOfRange(element: "pic_width_in_mbs_minus1", value: Int64(widthInMacroblocks - 1))
+        }
+        guard codedHeight <= ParameterSetLimits.maximumDimension,
+              codedWidth * codedHeight <= ParameterSetLimits.maximumArea else {
+            throw .outOfRange(element: "pic_height_in_map_units_minus1", value: Int64(heightInMapUnits - 1))
+        }
+        var crop = [0, 0, 0, 0]
+        if try r.flag("frame_cropping_flag") {
+            // Crop units (7-19 … 7-22): chroma units unless ChromaArrayType is 0, doubled vertically for fields.
+            let chromaArrayType = separateColourPlane ? 0 : chromaFormatIdc
+            let sub = chromaArrayType == 0 ? (width: 1, height: 1) : chromaFormat.subsampling
+            let unitX = sub.width
+            let unitY = sub.height * (frameMbsOnly ? 1 : 2)
+            let limit = UInt32(ParameterSetLimits.maximumDimension)
+            crop[0] = try r.ue("frame_crop_left_offset", max: limit) * unitX
+            crop[1] = try r.ue("frame_crop_right_offset", max: limit) * unitX
+            crop[2] = try r.ue("frame_crop_top_offset", max: limit) * unitY
+            crop[3] = try r.ue("frame_crop_bottom_offset", max: limit) * unitY
+            guard crop[0] + crop[1] < codedWidth else {
+                throw .outOfRange(element: "frame_crop_left_offset", value: Int64(crop[0] + crop[1]))
+            }
+            guard crop[2] + crop[3] < codedHeight else {
+                throw .outOfRange(element: "frame_crop_top_offset", value: Int64(crop[2] + crop[3]))
+            }
+        }
+        vui = try r.flag("vui_parameters_present_flag") ? try H264VUI(&r) : nil
+
+        format = SequenceFormat(
+            codec: .h264, codedWidth: codedWidth, codedHeight: codedHeight, crop: crop, chromaFormat: chromaFormat,
+            bitDepthLuma: bitDepthLuma, bitDepthChroma: bitDepthChroma, profile: profileIdc, level: levelIdc
+        )
+        if let vui {
+            format.frameRate = vui.frameRate
+            format.sampleAspectRatio = vui.sampleAspectRatio
+            format.colour = vui.colour
+        }
+        format.reorderDepth = Self.reorderDepth(
+            vui: vui, profileIdc: profileIdc, constraintFlags: constraintFlags, picOrderCntType: picOrderCntType
+        )
+    }
+
+    /// Reordering is known only from the bitstream restriction, or when the stream cannot reorder at all:
+    /// POC type 2 (output order is decoding order), the Baseline family, or the intra-only profiles.
+    static func reorderDepth(vui: H264VUI?, profileIdc: Int, constraintFlags: UInt8, picOrderCntType: Int) -> Int? {
+        if let explicit = vui?.maxNumReorderFrames { return explicit }
+        if picOrderCntType == 2 { return 0 }
+        if profileIdc == 66 { return 0 }
+        let intraOnly = constraintFlags & 0x10 != 0 && [44, 86, 100, 110, 122, 244].contains(profileIdc)
+        return profileIdc == 44 || intraOnly ? 0 : nil
+    }
+
+    /// scaling_list() (7.3.2.1.1.1): only the syntax, to reach the fields after it.
+    static func skipScalingList(_ r: inout BitReader, size: Int) throws(BitstreamError) {
+        var lastScale = 8
+        var nextScale = 8
+        for _ in 0..<size where nextScale != 0 {
+            let delta = try r.se("delta_scale", range: -128...127)
+            nextScale = (lastScale + delta + 256) % 256
+            if nextScale != 0 { lastScale = nextScale }
+        }
+    }
+}
+
+/// H.264 VUI parameters (Annex E.1.1): what a receiver uses, with the HRD skipped by its syntax.
+public struct H264VUI: Sendable, Hashable {
+    public var sampleAspectRatio: (Int, Int)? {
+        get { sar.map { ($0[0], $0[1]) } }
+        set { sar = newValue.map { [$0.0, $0.1] } }
+    }
+    private var sar: [Int]?
+    public var colour: ColourDescription?
+    public var numUnitsInTick: UInt32 = 0
+    public var timeScale: UInt32 = 0
+    public var fixedFrameRate = false
+    public var maxNumReorderFrames: Int?
+    public var maxDecFrameBuffering: Int?
+
+    /// Frame rate from the timing info: time_scale / (2 × num_units_in_tick), as the spec counts field ticks.
+    public var frameRate: FrameRate? {
+        guard numUnitsInTick > 0, timeScale > 0 else { return nil }
+        let numerator = Int(timeScale)
+        let denominator = 2 * Int(numUnitsInTick)
+        let divisor = greatestCommonDivisor(numerator, denominator)
+        return FrameRate(numerator: numerator / divisor, denominator: denominator / divisor)
+    }
+
+    init(_ r: inout BitReader) throws(BitstreamError) {
+        if try r.flag("aspect_ratio_info_present_flag") {
+            let idc = Int(try r.bits(8, "aspect_ratio_idc"))
+            if idc == 255 {
+                let width = Int(try r.bits(16, "sar_width"))
+                let height = Int(try r.bits(16, "sar_height"))
+                if width > 0 && height > 0 { sar = [width, height] }
+            } else if let known = sampleAspectRatioTable[idc] {
+                sar = [known.0, known.1]
+            }
+        }
+        if try r.flag("overscan_info_present_flag") { _ = try r.flag("overscan_appropriate_flag") }
+        if try r.flag("video_signal_type_present_flag") {
+            _ = try r.bits(3, "video_format")
+            var colour = ColourDescription()
+            colour.fullRange = try r.flag("video_full_range_flag")
+            if try r.flag("colour_description_present_flag") {
+                colour.primaries = Int(try r.bits(8, "colour_primaries"))
+                colour.transfer = Int(try r.bits(8, "transfer_characteristics"))
+                colour.matrix = Int(try r.bits(8, "matrix_coefficients"))
+            }
+            self.colour = colour
+        }
+        if try r.flag("chroma_loc_info_present_flag") {
+            _ = try r.ue("chroma_sample_loc_type_top_field", max: 5)
+            _ = try r.ue("chroma_sample_loc_type_bottom_field", max: 5)
+        }
+        if try r.flag("timing_info_present_flag") {
+            numUnitsInTick = try r.bits(32, "num_units_in_tick")
+            timeScale = try r.bits(32, "time_scale")
+            fixedFrameRate = try r.flag("fixed_frame_rate_flag")
+        }
+        let nalHRD = try r.flag("nal_hrd_parameters_present_flag")
+        if nalHRD { try Self.skipHRD(&r) }
+        let vclHRD = try r.flag("vcl_hrd_parameters_present_flag")
+        if vclHRD { try Self.skipHRD(&r) }
+        if nalHRD || vclHRD { _ = try r.flag("low_delay_hrd_flag") }
+        _ = try r.flag("pic_struct_present_flag")
+        if try r.flag("bitstream_restriction_flag") {
+            _ = try r.flag("motion_vectors_over_pic_boundaries_flag")
+            _ = try r.ue("max_bytes_per_pic_denom", max: 16)
+            _ = try r.ue("max_bits_per_mb_denom", max: 16)
+            _ = try r.ue("log2_max_mv_length_horizontal", max: 16)
+            _ = try r.ue("log2_max_mv_length_vertical", max: 16)
+            maxNumReorderFrames = try r.ue("max_num_reorder_frames", max: 16)
+            maxDecFrameBuffering = try r.ue("max_dec_frame_buffering", max: 16)
+        }
+    }
+
+    /// hrd_parameters() (E.1.2).
+    static func skipHRD(_ r: inout BitReader) throws(BitstreamError) {
+        let count = try r.ue("cpb_cnt_minus1", max: 31) + 1
+        _ = try r.bits(8, "bit_rate_scale, cpb_size_scale")
+        for _ in 0..<count {
+            _ = try r.ue("bit_rate_value_minus1")
+            _ = try r.ue("cpb_size_value_minus1")
+            _ = try r.flag("cbr_flag")
+        }
+        _ = try r.bits(20, "hrd delay lengths")
+    }
+}
+
+/// Table E-1 sample aspect ratios.
+let sampleAspectRatioTable: [Int: (Int, Int)] = [
+    1: (1, 1), 2: (12, 11), 3: (10, 11), 4: (16, 11), 5: (40, 33), 6: (24, 11), 7: (20, 11), 8: (32, 11),
+    9: (80, 33), 10: (18, 11), 11: (15, 11), 12: (64, 33), 13: (160, 99), 14: (4, 3), 15: (3, 2), 16: (2, 1),
+]
+
+func greatestCommonDivisor(_ a: Int, _ b: Int) -> Int {
+    var (x, y) = (a, b)
+    while y != 0 { (x, y) = (y, x % y) }
+    return max(x, 1)
+}

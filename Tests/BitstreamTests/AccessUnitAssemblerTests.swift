@@ -1,0 +1,285 @@
+import Bitstream
+import Glibc
+import StreamrecvTestSupport
+import Testing
+
+/// Feeds whole NAL units to an assembler, as the splitter would.
+struct AssemblerHarness {
+    var assembler: AccessUnitAssembler
+    var units: [AccessUnit] = []
+    var events: [ParameterSetEvent] = []
+    var problems: [AssemblerProblem] = []
+    private var offset: Int64 = 0
+
+    init(codec: VideoCodec? = .h264, maximumAccessUnitSize: Int = 1 << 20) {
+        assembler = AccessUnitAssembler(codec: codec, maximumAccessUnitSize: maximumAccessUnitSize)
+    }
+
+    mutating func push(_ bytes: [UInt8]) {
+        let unit = NALUnit(bytes: bytes[...], startCodeOffset: offset, startCodeLength: 4)
+        offset += Int64(bytes.count + 4)
+        var collected: [AssemblerEvent] = []
+        assembler.push(unit) { collected.append($0) }
+        record(collected)
+    }
+
+    mutating func end() {
+        var collected: [AssemblerEvent] = []
+        assembler.endAccessUnit { collected.append($0) }
+        record(collected)
+    }
+
+    private mutating func record(_ collected: [AssemblerEvent]) {
+        for event in collected {
+            switch event {
+            case .accessUnit(let unit): units.append(unit)
+            case .parameterSet(let set): events.append(set)
+            case .problem(let problem): problems.append(problem)
+            case .codecDetected: break
+            }
+        }
+    }
+}
+
+@Suite struct AccessUnitAssemblerTests {
+    @Test func accessUnitLeavesAtTheNextPicturesFirstNAL() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.push(Build.h264Slice(idr: true, frameNum: 0, firstMb: 100))
+        #expect(h.units.isEmpty)
+        h.push(Build.h264Slice(idr: false, frameNum: 1))
+        #expect(h.units.count == 1)
+        let first = h.units[0]
+        #expect(first.nalUnitTypes == [7, 8, 5, 5])
+        #expect(first.sliceCount == 2)
+        #expect(first.randomAccess == .idr)
+        #expect(first.end == .nextAccessUnit)
+        #expect(first.ppsId == 0)
+        #expect(first.format?.width == 320)
+        #expect(first.data.prefix(4) == [0, 0, 0, 1])
+    }
+
+    @Test func arbitrarySliceOrderStaysOnePicture() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: false, frameNum: 1, firstMb: 200))
+        h.push(Build.h264Slice(idr: false, frameNum: 1, firstMb: 0))
+        h.push(Build.h264Slice(idr: false, frameNum: 2, firstMb: 0))
+        h.end()
+        #expect(h.units.map(\.sliceCount) == [2, 1])
+    }
+
+    @Test func redundantPictureBelongsToItsAccessUnit() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS(redundantPicCnt: true))
+        h.push(Build.h264Slice(idr: false, frameNum: 1, redundantPicCnt: 0))
+        h.push(Build.h264Slice(idr: false, frameNum: 1, redundantPicCnt: 1))
+        h.push(Build.h264Slice(idr: false, frameNum: 2, redundantPicCnt: 0))
+        h.end()
+        #expect(h.units.map(\.sliceCount) == [2, 1])
+    }
+
+    @Test func explicitEndEmitsWithoutWaitingForTheNextFrame() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.end()
+        #expect(h.units.count == 1)
+        #expect(h.units[0].end == .explicit)
+        h.push(Build.h264Slice(idr: false, frameNum: 1))
+        h.end()
+        #expect(h.units.count == 2)
+        #expect(h.assembler.statistics.prematureEnds == 0)
+    }
+
+    @Test func anEndInsideAPictureIsCountedAsPremature() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.end()
+        h.push(Build.h264Slice(idr: true, frameNum: 0, firstMb: 150))
+        #expect(h.assembler.statistics.prematureEnds == 1)
+        #expect(h.problems.map(\.kind) == [.prematureEnd])
+    }
+
+    @Test func endOfSequenceClosesTheAccessUnit() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.push([0x0A])
+        #expect(h.units.count == 1)
+        #expect(h.units[0].end == .endOfSequence)
+    }
+
+    @Test func forbiddenBitUnitsAreDroppedAndCounted() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push([0xE5, 1, 2, 3])
+        #expect(h.assembler.statistics.forbiddenBitNALUnits == 1)
+        #expect(h.problems.first?.kind == .forbiddenBit)
+        h.end()
+        #expect(h.units.first?.nalUnitTypes == [7])
+    }
+
+    @Test func slicesBeforeAnyParameterSet() {
+        // Codec known: the slices still form access units, each counted as a slice-header error.
+        var known = AssemblerHarness(codec: .h264)
+        known.push(Build.h264Slice(idr: false, frameNum: 1))
+        known.push(Build.h264Slice(idr: false, frameNum: 2))
+        known.end()
+        #expect(known.units.count == 2)
+        #expect(known.assembler.statistics.sliceHeaderErrors == 2)
+        #expect(known.problems.first?.error == .missingParameterSet(kind: .pps, id: 0))
+        // Codec to be detected: nothing can be interpreted before the first parameter set.
+        var auto = AssemblerHarness(codec: nil)
+        auto.push(Build.h264Slice(idr: false, frameNum: 1))
+        auto.end()
+        #expect(auto.units.isEmpty)
+        #expect(auto.assembler.statistics.nalUnitsBeforeCodecDetected == 1)
+    }
+
+    @Test func ppsNamingAMissingSPS() {
+        var h = AssemblerHarness()
+        h.push(Build.h264PPS(id: 0, spsId: 5))
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.end()
+        #expect(h.problems.first?.error == .missingParameterSet(kind: .sps, id: 5))
+        #expect(h.units.count == 1)
+        #expect(h.units[0].format == nil)
+    }
+
+    @Test func oversizedAccessUnitIsDroppedWhole() {
+        var h = AssemblerHarness(maximumAccessUnitSize: 2000)
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.push(Build.h264Slice(idr: true, frameNum: 0, firstMb: 1) + [UInt8](repeating: 0x55, count: 3000))
+        h.push(Build.h264Slice(idr: false, frameNum: 1))
+        h.end()
+        #expect(h.assembler.statistics.oversizedAccessUnits == 1)
+        #expect(h.units.count == 1)
+        #expect(h.units[0].sliceCount == 1)
+    }
+
+    @Test func parameterSetStormIsBounded() {
+        var h = AssemblerHarness()
+        for index in 0..<2000 {
+            h.push(Build.h264SPS(widthInMbs: index % 2 == 0 ? 20 : 40))
+            h.push(Build.h264PPS())
+            h.push(Build.h264Slice(idr: true, frameNum: 0))
+        }
+        h.end()
+        #expect(h.units.count == 2000)
+        #expect(h.events.filter { $0.kind == .sps && $0.changes == [.size] }.count == 1999)
+    }
+
+    @Test func codecIsDetectedFromTheFirstParameterSet() {
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x40, 0x01, 0x0C][...]) == .h265)
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x42, 0x01, 0x01][...]) == .h265)
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x67, 0x42][...]) == .h264)
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x28, 0xCE][...]) == .h264)
+        // An H.264 SPS with nal_ref_idc 0 is not a valid parameter set; a slice is not a parameter set.
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x07, 0x42][...]) == nil)
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x65, 0x88][...]) == nil)
+        // H.265 VPS with a temporal id other than 0 is invalid.
+        #expect(CodecDetector.codec(ofFirstParameterSet: [0x40, 0x02][...]) == nil)
+    }
+
+    @Test func recoveryPointMakesARandomAccessPoint() {
+        var h = AssemblerHarness()
+        h.push(Build.h264SPS())
+        h.push(Build.h264PPS())
+        var recovery = BitWriter()
+        recovery.ue(0)
+        recovery.flag(true)
+        recovery.flag(false)
+        recovery.u(2, 0)
+        recovery.trailingBits()
+        h.push(Build.sei(codec: .h264, type: 6, payload: recovery.bytes))
+        h.push(Build.h264Slice(idr: false, frameNum: 3))
+        h.push(Build.h264Slice(idr: false, frameNum: 4))
+        h.end()
+        #expect(h.units.map(\.randomAccess) == [.recoveryPoint, nil])
+    }
+
+    // MARK: Hostile byte streams through splitter and assembler
+
+    @Test func randomBytesDoNotCrashOrGrow() {
+        for seed in UInt64(1)...8 {
+            var generator = SeededGenerator(seed: seed)
+            let noise = (0..<(256 << 10)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            for codec in [VideoCodec.h264, .h265, nil] {
+                let result = assemble(noise, codec: codec, maximumNALUnitSize: 8192, maximumAccessUnitSize: 65536)
+                #expect(result.accessUnits.allSatisfy { $0.data.count <= 65536 })
+            }
+        }
+    }
+
+    @Test func validPrefixWithGarbageTailKeepsTheValidUnits() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h264", size: "160x96", frames: 5, in: directory, name: "a.h264")
+        var generator = SeededGenerator(seed: 9)
+        let clean = readBytes(url.path)
+        let garbage = (0..<4096).map { _ in UInt8.random(in: 1...255, using: &generator) }
+        let result = assemble(clean + garbage + clean)
+        #expect(result.accessUnits.filter { $0.isKeyframe }.count == 2)
+        #expect(result.accessUnits.count >= 10)
+    }
+
+    @Test func truncatedStreamsAtEveryBoundary() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h265", size: "128x72", frames: 2, in: directory, name: "t.h265")
+        let stream = readBytes(url.path)
+        for length in stride(from: 0, to: min(stream.count, 400), by: 1) {
+            let result = assemble(Array(stream.prefix(length)))
+            #expect(result.accessUnits.count <= 2)
+        }
+    }
+}
+
+@Suite struct SEITests {
+    @Test func displayOrientationInBothCodecs() {
+        for codec in VideoCodec.allCases {
+            var w = BitWriter()
+            w.flag(false)  // cancel
+            w.flag(true)   // hor_flip
+            w.flag(false)  // ver_flip
+            w.u(16, 16384) // a quarter turn
+            if codec == .h264 { w.ue(0); w.flag(false) } else { w.flag(true) }
+            w.trailingBits()
+            let unit = Build.sei(codec: codec, type: 47, payload: w.bytes)
+            let messages = SEIMessages(codec: codec, payload: unit.dropFirst(codec == .h264 ? 1 : 2))
+            let orientation = messages.displayOrientation ?? nil
+            #expect(orientation?.rotationDegrees == 90, "\(codec)")
+            #expect(orientation?.horizontalFlip == true, "\(codec)")
+            #expect(!messages.malformed)
+        }
+    }
+
+    @Test func h265RecoveryPointHasASignedCount() {
+        var w = BitWriter()
+        w.se(-3)
+        w.flag(false)
+        w.flag(true)
+        w.trailingBits()
+        let unit = Build.sei(codec: .h265, type: 6, payload: w.bytes)
+        let messages = SEIMessages(codec: .h265, payload: unit.dropFirst(2))
+        #expect(messages.recoveryPoint?.recoveryFrameCount == -3)
+        #expect(messages.recoveryPoint?.exactMatch == false)
+        #expect(messages.recoveryPoint?.brokenLink == true)
+    }
+
+    @Test func payloadSizeBeyondTheUnitIsMalformed() {
+        let unit: [UInt8] = [0x06, 6, 200, 0x80]
+        #expect(SEIMessages(codec: .h264, payload: unit.dropFirst()).malformed)
+        let runaway: [UInt8] = [0x06] + [UInt8](repeating: 0xFF, count: 10_000)
+        #expect(SEIMessages(codec: .h264, payload: runaway.dropFirst()).malformed)
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+
+/// Paths and external tools the tests use: the conformance corpus beside the repository and FFmpeg.
+public enum TestEnvironment {
+    /// The repository root, found from this file's location.
+    public static let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// `../shared/corpus/h264-conformance` beside the repository, when it exists.
+    public static let h264Corpus: URL? = {
+        let url = repositoryRoot.deletingLastPathComponent()
+            .appendingPathComponent("shared/corpus/h264-conformance")
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            FileHandle.standardError.write(Data("""
+                \n*** WARNING: ../shared/corpus/h264-conformance not found at \(url.path):
+                *** the conformance-corpus tests are SKIPPED. Only generated streams are tested.\n\n
+                """.utf8))
+            return nil
+        }
+        return url
+    }()
+
+    public static var hasCorpus: Bool { h264Corpus != nil }
+
+    /// Every corpus stream, sorted by name.
+    public static func corpusFiles() -> [URL] {
+        guard let corpus = h264Corpus,
+              let names = try? FileManager.default.contentsOfDirectory(atPath: corpus.path) else { return [] }
+        return names.filter { !$0.hasPrefix(".") && $0 != "README.md" }.sorted().map { corpus.appendingPathComponent($0) }
+    }
+
+    public static func corpusFile(_ name: String) -> URL? {
+        h264Corpus?.appendingPathComponent(name)
+    }
+
+    /// Directory holding the products of this build (the test bundle sits beside them).
+    public static let productsDirectory: URL = {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        while directory.path != "/" {
+            if FileManager.default.fileExists(atPath: directory.appendingPathComponent("streamrecvctl").path) {
+                return directory
+            }
+            directory = directory.deletingLastPathComponent()
+        }
+        return executable.deletingLastPathComponent()
+    }()
+
+    /// A fresh temporary directory for one test.
+    public static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("streamrecv-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}
+
+public struct ProcessResult: Sendable {
+    public var status: Int32
+    public var standardOutput: Data
+    public var standardError: String
+    public var text: String { String(decoding: standardOutput, as: UTF8.self) }
+}
+
+public enum ProcessError: Error, CustomStringConvertible {
+    case failed(command: String, status: Int32, standardError: String)
+    public var description: String {
+        switch self {
+        case .failed(let command, let status, let standardError):
+            return "\(command) exited \(status): \(standardError)"
+        }
+    }
+}
+
+/// Runs a program to completion, feeding `input` on standard input.
+public func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
+    process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+    let output = Pipe()
+    let error = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    let inputPipe = Pipe()
+    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+    try process.run()
+    if let input {
+        DispatchQueue.global().async {
+            inputPipe.fileHandleForWriting.write(input)
+            try? inputPipe.fileHandleForWriting.close()
+        }
+    }
+    // Read both pipes concurrently so neither fills up and blocks the child.
+    nonisolated(unsafe) var errorData = Data()
+    let errorReader = DispatchQueue(label: "stderr")
+    let group = DispatchGroup()
+    errorReader.async(group: group) { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+    let outputData = output.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return ProcessResult(
+        status: process.terminationStatus, standardOutput: outputData,
+        standardError: String(decoding: errorData, as: UTF8.self))
+}
+
+/// Runs a program and throws unless it exits 0.
+@discardableResult
+public func runChecked(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> ProcessResult {
+    let result = try runProcess(executable, arguments, input: input)
+    guard result.status == 0 else {
+        throw ProcessError.failed(
+            command: ([executable] + arguments).joined(separator: " "), status: result.status,
+            standardError: result.standardError)
+    }
+    return result
+}
