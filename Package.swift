@@ -10,16 +10,50 @@ let package = Package(
     products: [
         .library(name: "Bitstream", targets: ["Bitstream"]),
         .executable(name: "streamrecvctl", targets: ["streamrecvctl"]),
+        .executable(name: "streamrecvd", targets: ["streamrecvd"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         .target(name: "Bitstream"),
+        .target(name: "FrameFormats"),
+        // The shared-memory ABI: one C header (include/streamrecv_shm.h) with inline helpers.
+        .target(name: "CFrameRing"),
+        .target(name: "SharedFrames", dependencies: ["CFrameRing", "FrameFormats"]),
+        .systemLibrary(
+            name: "CFFmpeg", pkgConfig: "libavcodec",
+            providers: [.apt(["libavcodec-dev", "libavutil-dev"])]
+        ),
+        .target(name: "Decoding", dependencies: ["CFFmpeg", "Bitstream", "FrameFormats"]),
+        .target(
+            name: "Pipeline",
+            dependencies: [
+                "Bitstream", "Decoding", "FrameFormats", "SharedFrames",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+        .executableTarget(
+            name: "streamrecvd",
+            dependencies: [
+                "Pipeline",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "streamrecvctl",
             dependencies: [
-                "Bitstream",
+                "Bitstream", "FrameFormats", "SharedFrames",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -32,6 +66,19 @@ let package = Package(
         // Helpers shared by the test targets: bit writer, seeded generator, corpus and FFmpeg access.
         .target(name: "StreamrecvTestSupport", path: "Tests/Support"),
         .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "StreamrecvTestSupport"]),
+        .testTarget(
+            name: "DecodingTests",
+            dependencies: ["Decoding", "Bitstream", "FrameFormats", "StreamrecvTestSupport"]
+        ),
+        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Bitstream", "Decoding"]),
+        .testTarget(
+            name: "SharedFramesTests",
+            dependencies: ["SharedFrames", "CFrameRing", "FrameFormats", "StreamrecvTestSupport"]
+        ),
+        .testTarget(
+            name: "StreamrecvdTests",
+            dependencies: ["Bitstream", "SharedFrames", "FrameFormats", "Decoding", "streamrecvd", "streamrecvctl", "StreamrecvTestSupport"]
+        ),
         .testTarget(
             name: "StreamrecvctlTests",
             dependencies: ["Bitstream", "streamrecvctl", "StreamrecvTestSupport"]

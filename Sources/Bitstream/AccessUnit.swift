@@ -38,6 +38,9 @@ public struct AccessUnit: Sendable {
     /// Parameter sets the picture activates (from its first slice); nil when it has no slice or they are missing.
     public var ppsId: Int?
     public var format: SequenceFormat?
+    /// The VPS/SPS/PPS the picture activates, in Annex B form, as they were when the access unit was complete
+    /// (a later parameter set with the same id does not change it). Nil when they are missing.
+    public var parameterSets: [UInt8]?
     /// From a display orientation SEI in this access unit; `.some(nil)` cancels an earlier one.
     public var displayOrientation: DisplayOrientation??
     public var end: AccessUnitEnd

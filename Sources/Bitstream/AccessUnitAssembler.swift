@@ -65,6 +65,8 @@ public struct AccessUnitAssembler {
     private var lastH264Slice: H264SliceHeader?
     private var lastFirstMb = -1
     private var endedExplicitlyInPicture = false
+    /// Annex B parameter sets of the last PPS id asked for; dropped whenever any parameter set changes.
+    private var cachedParameterSets: (ppsId: Int, bytes: [UInt8]?)?
 
     /// - Parameters:
     ///   - codec: the stream's codec, or nil to detect it from the first parameter set.
@@ -235,6 +237,7 @@ public struct AccessUnitAssembler {
         case .unchanged:
             statistics.parameterSetRepeats += 1
         case .updated(let event):
+            cachedParameterSets = nil
             emit(.parameterSet(event))
         case .rejected(_, let error):
             statistics.rejectedParameterSets += 1
@@ -276,10 +279,17 @@ public struct AccessUnitAssembler {
         } else {
             statistics.accessUnits += 1
             let format = ppsId.flatMap { store.format(codec: codec!, ppsId: $0) }
+            var parameterSets: [UInt8]?
+            if let ppsId {
+                if cachedParameterSets?.ppsId != ppsId {
+                    cachedParameterSets = (ppsId, store.annexBParameterSets(codec: codec!, ppsId: ppsId))
+                }
+                parameterSets = cachedParameterSets?.bytes
+            }
             emit(.accessUnit(AccessUnit(
                 codec: codec!, data: data, nalUnitTypes: nalUnitTypes, streamOffset: streamOffset,
                 sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
-                displayOrientation: displayOrientation, end: end)))
+                parameterSets: parameterSets, displayOrientation: displayOrientation, end: end)))
         }
         data.removeAll(keepingCapacity: true)
         nalUnitTypes.removeAll(keepingCapacity: true)

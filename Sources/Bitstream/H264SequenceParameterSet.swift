@@ -109,19 +109,41 @@ public struct H264SequenceParameterSet: Sendable, Hashable {
             format.sampleAspectRatio = vui.sampleAspectRatio
             format.colour = vui.colour
         }
+        format.decodedPictureBufferFrames = vui?.maxDecFrameBuffering
+            ?? Self.maximumDPBFrames(levelIdc: levelIdc, constraintSet3: constraintFlags & 0x10 != 0,
+                                     frameMacroblocks: widthInMacroblocks * heightInMapUnits * (frameMbsOnly ? 1 : 2))
+        format.reorderDepthIsSignalled = vui?.maxNumReorderFrames != nil
         format.reorderDepth = Self.reorderDepth(
             vui: vui, profileIdc: profileIdc, constraintFlags: constraintFlags, picOrderCntType: picOrderCntType
         )
     }
 
     /// Reordering is known only from the bitstream restriction, or when the stream cannot reorder at all:
-    /// POC type 2 (output order is decoding order), the Baseline family, or the intra-only profiles.
+    /// with POC type 2 output order is decoding order. (Baseline has no B slices, but P pictures may still be
+    /// output out of decoding order, so the profile proves nothing.)
     static func reorderDepth(vui: H264VUI?, profileIdc: Int, constraintFlags: UInt8, picOrderCntType: Int) -> Int? {
         if let explicit = vui?.maxNumReorderFrames { return explicit }
-        if picOrderCntType == 2 { return 0 }
-        if profileIdc == 66 { return 0 }
-        let intraOnly = constraintFlags & 0x10 != 0 && [44, 86, 100, 110, 122, 244].contains(profileIdc)
-        return profileIdc == 44 || intraOnly ? 0 : nil
+        return picOrderCntType == 2 ? 0 : nil
+    }
+
+    /// MaxDpbFrames (A.3.1 h, Table A-1): MaxDpbMbs of the level over the frame size, at most 16.
+    static func maximumDPBFrames(levelIdc: Int, constraintSet3: Bool, frameMacroblocks: Int) -> Int {
+        let maxDpbMbs: Int
+        switch levelIdc {
+        case 9, 10: maxDpbMbs = 396
+        case 11: maxDpbMbs = constraintSet3 ? 396 : 900
+        case 12, 13, 20: maxDpbMbs = 2376
+        case 21: maxDpbMbs = 4752
+        case 22, 30: maxDpbMbs = 8100
+        case 31: maxDpbMbs = 18000
+        case 32: maxDpbMbs = 20480
+        case 40, 41: maxDpbMbs = 32768
+        case 42: maxDpbMbs = 34816
+        case 50: maxDpbMbs = 110400
+        case 51, 52: maxDpbMbs = 184320
+        default: maxDpbMbs = 696320
+        }
+        return max(1, min(16, maxDpbMbs / max(1, frameMacroblocks)))
     }
 
     /// scaling_list() (7.3.2.1.1.1): only the syntax, to reach the fields after it.

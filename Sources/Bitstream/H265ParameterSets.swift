@@ -175,6 +175,8 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
             profile: profileTierLevel.profileIdc, level: profileTierLevel.levelIdc
         )
         format.reorderDepth = maxNumReorderPics
+        format.reorderDepthIsSignalled = true
+        format.decodedPictureBufferFrames = maxDecPicBuffering
         if try r.flag("vui_parameters_present_flag") { try Self.parseVUI(&r, into: &format) }
     }
 

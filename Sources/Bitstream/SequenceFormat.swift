@@ -66,6 +66,11 @@ public struct SequenceFormat: Sendable, Hashable {
     /// Frames the decoder may hold back for reordering; nil when the stream does not say and the profile allows
     /// reordering (the decoder must then assume the worst).
     public var reorderDepth: Int?
+    /// The reorder depth is stated in the bitstream (H.264 bitstream_restriction, H.265 SPS), not inferred.
+    public var reorderDepthIsSignalled = false
+    /// Frames the decoded picture buffer holds (H.264: `max_dec_frame_buffering`, else what the level allows;
+    /// H.265: `sps_max_dec_pic_buffering`): the most reordering the stream can have.
+    public var decodedPictureBufferFrames = 16
     public var sampleAspectRatio: (Int, Int)? {
         get { sarStorage.map { ($0[0], $0[1]) } }
         set { sarStorage = newValue.map { [$0.0, $0.1] } }

@@ -83,6 +83,18 @@ struct AssemblerHarness {
         #expect(h.units.map(\.sliceCount) == [2, 1])
     }
 
+    @Test func accessUnitKeepsTheParameterSetsItWasDecodedWith() {
+        var h = AssemblerHarness()
+        let small = Build.h264SPS(widthInMbs: 20)
+        let pps = Build.h264PPS()
+        h.push(small)
+        h.push(pps)
+        h.push(Build.h264Slice(idr: true, frameNum: 0))
+        h.push(Build.h264SPS(widthInMbs: 40))  // ends the first access unit, then replaces SPS 0
+        #expect(h.units.first?.parameterSets == [0, 0, 0, 1] + small + [0, 0, 0, 1] + pps)
+        #expect(h.units.first?.format?.width == 320)
+    }
+
     @Test func explicitEndEmitsWithoutWaitingForTheNextFrame() {
         var h = AssemblerHarness()
         h.push(Build.h264SPS())

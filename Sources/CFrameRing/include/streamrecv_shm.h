@@ -1,0 +1,277 @@
+/*
+ * streamrecv_shm.h — the shared-memory ABI of streamrecvd (ABI version 1).
+ *
+ * This header is the contract between the daemon (writer) and any number of consumers (readers). It compiles
+ * standalone (`cc -std=c11 -Wall -Werror`) and is all a C consumer needs; docs/shm-abi.md explains it in prose.
+ *
+ * Layout of one shm object (/dev/shm/<name>), all integers little-endian, host byte order:
+ *
+ *   offset 0                       struct streamrecv_shm_header      (STREAMRECV_SHM_HEADER_SIZE bytes)
+ *   header.slot_table_offset       struct streamrecv_shm_slot[slot_count]
+ *   header.slot_data_offset        slot_count data areas, slot_data_stride bytes apart, page aligned
+ *
+ * Writer rules: the writer never waits for a reader. To publish frame number S (1, 2, 3, ...) it uses slot
+ * (S - 1) % slot_count: seqlock becomes odd, the pixels and fields are written, seqlock becomes even again,
+ * then header.latest_sequence = S and header.wake_word is incremented and FUTEX_WAKE'd.
+ *
+ * Reader rules: read latest_sequence (acquire), pick the slot, read its seqlock (acquire; odd means being
+ * written: retry), copy what you need, then re-read the seqlock (after an acquire fence): a different value
+ * means the copy is torn and must be discarded. A slot whose `sequence` is not the one you wanted means you
+ * were lapped. To wait, FUTEX_WAIT on wake_word with the value you last saw (shared futex: no PRIVATE flag).
+ * Readers map the object read-only and never write to it.
+ */
+#ifndef STREAMRECV_SHM_H
+#define STREAMRECV_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__cplusplus)
+#define STREAMRECV_STATIC_ASSERT(condition, message) static_assert(condition, message)
+#else
+#define STREAMRECV_STATIC_ASSERT(condition, message) _Static_assert(condition, message)
+#endif
+
+#define STREAMRECV_SHM_MAGIC 0x3156434552545353ull /* "SSTRECV1" read as little-endian bytes */
+#define STREAMRECV_SHM_ABI_VERSION 1u
+#define STREAMRECV_SHM_HEADER_SIZE 4096u
+#define STREAMRECV_SHM_SLOT_SIZE 256u
+#define STREAMRECV_SHM_MAX_PLANES 4u
+
+/* header.stream_state */
+enum streamrecv_stream_state {
+    STREAMRECV_STATE_STARTING = 0,   /* object created, nothing listening yet */
+    STREAMRECV_STATE_WAITING = 1,    /* listening, no sender connected */
+    STREAMRECV_STATE_STREAMING = 2,  /* a sender is connected and frames flow */
+    STREAMRECV_STATE_DEGRADED = 3,   /* decoding failed repeatedly; waiting for the next keyframe */
+    STREAMRECV_STATE_STOPPED = 4,    /* the daemon stopped; the last frames stay readable */
+};
+
+/* slot.pixel_format: planar or semi-planar layouts, samples of 1 byte (8-bit) or 2 bytes (10/12/16-bit,
+ * little-endian). P010 keeps 10-bit samples in the high bits of each 16-bit word, as P010 does. */
+enum streamrecv_pixel_format {
+    STREAMRECV_PIXEL_FORMAT_NONE = 0,
+    STREAMRECV_PIXEL_FORMAT_YUV420P = 1,   /* Y, U, V planes; chroma halved both ways */
+    STREAMRECV_PIXEL_FORMAT_NV12 = 2,      /* Y plane, interleaved UV plane; chroma halved both ways */
+    STREAMRECV_PIXEL_FORMAT_P010 = 3,      /* as NV12 with 16-bit samples, value << 6 */
+    STREAMRECV_PIXEL_FORMAT_YUV422P = 4,
+    STREAMRECV_PIXEL_FORMAT_YUV444P = 5,
+    STREAMRECV_PIXEL_FORMAT_GRAY8 = 6,
+    STREAMRECV_PIXEL_FORMAT_YUV420P10 = 7, /* 16-bit samples holding 10-bit values in the low bits */
+    STREAMRECV_PIXEL_FORMAT_YUV422P10 = 8,
+    STREAMRECV_PIXEL_FORMAT_YUV444P10 = 9,
+    STREAMRECV_PIXEL_FORMAT_GRAY10 = 10,
+    STREAMRECV_PIXEL_FORMAT_YUV420P12 = 11,
+    STREAMRECV_PIXEL_FORMAT_YUV422P12 = 12,
+    STREAMRECV_PIXEL_FORMAT_YUV444P12 = 13,
+    STREAMRECV_PIXEL_FORMAT_GBRP = 14,     /* planes G, B, R (H.264/H.265 4:4:4 with identity matrix) */
+    STREAMRECV_PIXEL_FORMAT_GBRP10 = 15,
+};
+
+/* slot.flags */
+#define STREAMRECV_FRAME_KEYFRAME (1u << 0)      /* decoded from a random-access point */
+#define STREAMRECV_FRAME_CORRUPT (1u << 1)       /* the decoder reported errors or concealment */
+#define STREAMRECV_FRAME_DISCONTINUITY (1u << 2) /* first frame after a gap, reconnect or decoder reset */
+#define STREAMRECV_FRAME_HFLIP (1u << 3)         /* display orientation: flip horizontally */
+#define STREAMRECV_FRAME_VFLIP (1u << 4)         /* display orientation: flip vertically */
+
+struct streamrecv_shm_header {
+    uint64_t magic;                 /* STREAMRECV_SHM_MAGIC once the object is fully initialised */
+    uint32_t abi_version;           /* STREAMRECV_SHM_ABI_VERSION */
+    uint32_t header_size;           /* STREAMRECV_SHM_HEADER_SIZE */
+    uint32_t slot_size;             /* STREAMRECV_SHM_SLOT_SIZE */
+    uint32_t slot_count;
+    uint64_t slot_table_offset;     /* offset of slot 0's struct streamrecv_shm_slot */
+    uint64_t slot_data_offset;      /* offset of slot 0's pixel data */
+    uint64_t slot_data_stride;      /* bytes from one slot's pixel data to the next */
+    uint64_t slot_data_capacity;    /* usable pixel bytes per slot */
+    uint64_t total_size;            /* size of the whole object */
+    uint32_t max_width;
+    uint32_t max_height;
+    uint32_t writer_pid;
+    uint32_t stream_state;          /* atomic; enum streamrecv_stream_state */
+    uint64_t writer_epoch;          /* atomic; changes every time a writer (re)attaches: a daemon restart */
+    uint64_t generation;            /* atomic; changes whenever the frame format (size, pixel format) changes */
+    uint64_t latest_sequence;       /* atomic; sequence of the newest complete frame; 0 = none yet */
+    uint32_t wake_word;             /* atomic futex word: incremented on every publish and state change */
+    uint32_t reserved0;
+    char stream_name[64];           /* NUL-terminated */
+    char codec[16];                 /* "h264", "h265" or "" */
+    /* Counters, written by the writer only (relaxed atomic stores; read them with streamrecv_shm_load_u64). */
+    uint64_t bytes_received;
+    uint64_t access_units;
+    uint64_t frames_decoded;
+    uint64_t frames_published;
+    uint64_t frames_dropped;
+    uint64_t decode_errors;
+    uint64_t decoder_recreations;
+    uint64_t connections;
+    uint8_t reserved[3840];         /* zero; room for later ABI versions */
+};
+
+struct streamrecv_shm_slot {
+    uint64_t seqlock;       /* atomic; odd while the writer is writing this slot */
+    uint64_t sequence;              /* frame sequence number (1-based) */
+    uint64_t generation;            /* header.generation when this frame was written */
+    uint32_t pixel_format;          /* enum streamrecv_pixel_format */
+    uint32_t plane_count;
+    uint32_t width;                 /* picture size with cropping applied */
+    uint32_t height;
+    uint32_t bits_per_sample;       /* 8, 10, 12 or 16 */
+    uint32_t flags;                 /* STREAMRECV_FRAME_* */
+    uint64_t plane_offset[STREAMRECV_SHM_MAX_PLANES]; /* from the start of this slot's data */
+    uint32_t plane_stride[STREAMRECV_SHM_MAX_PLANES]; /* bytes per row */
+    uint32_t plane_width[STREAMRECV_SHM_MAX_PLANES];  /* bytes of pixels per row (<= stride) */
+    uint32_t plane_height[STREAMRECV_SHM_MAX_PLANES]; /* rows */
+    uint64_t data_size;             /* bytes of pixel data used */
+    int64_t pts;                    /* stream timestamp (RTP timestamp or access unit index) */
+    uint64_t time_first_byte_ns;    /* CLOCK_MONOTONIC: first byte of the access unit received */
+    uint64_t time_au_complete_ns;   /* access unit complete */
+    uint64_t time_decoded_ns;       /* decoder returned the frame */
+    uint64_t time_published_ns;     /* frame readable in this slot */
+    uint32_t sample_aspect_num;     /* 0 = unknown */
+    uint32_t sample_aspect_den;
+    uint8_t color_range;            /* ISO/IEC 23091-2 style: 0 unspecified, 1 limited (tv), 2 full (pc) */
+    uint8_t color_primaries;        /* ISO/IEC 23091-2 code points */
+    uint8_t color_transfer;
+    uint8_t color_matrix;
+    int32_t rotation;               /* display rotation anticlockwise, in 1/65536 of a full turn */
+    /* The picture the stream asks to display, inside width x height: libavcodec cannot always apply an
+     * unaligned left/top crop, so the published frame may be wider; crop to this rectangle to display it. */
+    uint32_t visible_x;
+    uint32_t visible_y;
+    uint32_t visible_width;
+    uint32_t visible_height;
+    uint8_t reserved[48];           /* zero */
+};
+
+STREAMRECV_STATIC_ASSERT(sizeof(struct streamrecv_shm_header) == STREAMRECV_SHM_HEADER_SIZE, "header size");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, slot_count) == 20, "slot_count offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, slot_table_offset) == 24, "slot_table_offset offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, total_size) == 56, "total_size offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, stream_state) == 76, "stream_state offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, writer_epoch) == 80, "writer_epoch offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, generation) == 88, "generation offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, latest_sequence) == 96, "latest_sequence offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, wake_word) == 104, "wake_word offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, stream_name) == 112, "stream_name offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, codec) == 176, "codec offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, bytes_received) == 192, "counters offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, reserved) == 256, "reserved offset");
+STREAMRECV_STATIC_ASSERT(sizeof(struct streamrecv_shm_slot) == STREAMRECV_SHM_SLOT_SIZE, "slot size");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, pixel_format) == 24, "pixel_format offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, plane_offset) == 48, "plane_offset offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, plane_stride) == 80, "plane_stride offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, plane_width) == 96, "plane_width offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, plane_height) == 112, "plane_height offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, data_size) == 128, "data_size offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, pts) == 136, "pts offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, time_first_byte_ns) == 144, "timestamps offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, sample_aspect_num) == 176, "sample aspect offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, color_range) == 184, "colour offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, rotation) == 188, "rotation offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, visible_x) == 192, "visible rectangle offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, reserved) == 208, "reserved offset");
+#if defined(__GCC_ATOMIC_LLONG_LOCK_FREE) && __GCC_ATOMIC_LLONG_LOCK_FREE != 2
+#error "streamrecv_shm.h needs lock-free 64-bit atomics: the counters and seqlocks are shared between processes"
+#endif
+
+/* ---- Inline helpers (no library to link). Fields marked atomic are accessed with these, which use the
+ * GCC/Clang __atomic builtins, so the header works from C, C++ and Swift alike. ---- */
+
+static inline uint64_t streamrecv_shm_load_u64(const uint64_t *field) {
+    return __atomic_load_n(field, __ATOMIC_ACQUIRE);
+}
+
+static inline uint32_t streamrecv_shm_load_u32(const uint32_t *field) {
+    return __atomic_load_n(field, __ATOMIC_ACQUIRE);
+}
+
+static inline const struct streamrecv_shm_slot *
+streamrecv_shm_slot_at(const struct streamrecv_shm_header *header, uint32_t index) {
+    return (const struct streamrecv_shm_slot *)((const char *)header + header->slot_table_offset +
+                                               (uint64_t)index * header->slot_size);
+}
+
+static inline const uint8_t *
+streamrecv_shm_slot_data(const struct streamrecv_shm_header *header, uint32_t index) {
+    return (const uint8_t *)header + header->slot_data_offset + (uint64_t)index * header->slot_data_stride;
+}
+
+/* Begins a seqlock read of `slot`: returns the even value to pass to streamrecv_shm_read_end, or 0 while the
+ * writer is inside the slot (odd value) or it was never written. */
+static inline uint64_t streamrecv_shm_read_begin(const struct streamrecv_shm_slot *slot) {
+    uint64_t value = __atomic_load_n(&slot->seqlock, __ATOMIC_ACQUIRE);
+    return (value & 1u) ? 0 : value;
+}
+
+/* Ends a seqlock read: non-zero when everything copied since streamrecv_shm_read_begin is consistent. */
+static inline int streamrecv_shm_read_end(const struct streamrecv_shm_slot *slot, uint64_t begin) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return begin != 0 && __atomic_load_n(&slot->seqlock, __ATOMIC_RELAXED) == begin;
+}
+
+/* ---- Writer helpers (used by streamrecvd; a reader never calls these). ---- */
+
+static inline void streamrecv_shm_store_u64(uint64_t *field, uint64_t value) {
+    __atomic_store_n(field, value, __ATOMIC_RELEASE);
+}
+
+static inline void streamrecv_shm_store_u32(uint32_t *field, uint32_t value) {
+    __atomic_store_n(field, value, __ATOMIC_RELEASE);
+}
+
+static inline void streamrecv_shm_add_u64(uint64_t *field, uint64_t value) {
+    __atomic_fetch_add(field, value, __ATOMIC_RELAXED);
+}
+
+/* Makes the slot's seqlock odd: readers now discard what they copy from it. */
+static inline void streamrecv_shm_write_begin(struct streamrecv_shm_slot *slot) {
+    uint64_t value = __atomic_load_n(&slot->seqlock, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->seqlock, (value | 1u), __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* Makes the seqlock even again (and different from before the write). */
+static inline void streamrecv_shm_write_end(struct streamrecv_shm_slot *slot) {
+    uint64_t value = __atomic_load_n(&slot->seqlock, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->seqlock, value + 1u, __ATOMIC_RELEASE);
+}
+
+#ifdef __linux__
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if !defined(__cplusplus) && !defined(__USE_MISC)
+/* unistd.h declares syscall() only outside strict ISO C; this is glibc's declaration. */
+extern long syscall(long number, ...);
+#endif
+
+/* Waits until header->wake_word differs from `seen`, or `timeout_ns` passes (negative: no limit).
+ * Returns 0 when woken or the word already differs, ETIMEDOUT, or EINTR. */
+static inline int streamrecv_shm_wait(const struct streamrecv_shm_header *header, uint32_t seen, int64_t timeout_ns) {
+    struct timespec timeout = { (time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000) };
+    long result = syscall(SYS_futex, &header->wake_word, FUTEX_WAIT, seen, timeout_ns < 0 ? NULL : &timeout, NULL, 0);
+    if (result == 0 || errno == EAGAIN) return 0;
+    return errno;
+}
+
+/* Writer: bumps the futex word and wakes every waiting reader (shared futex: readers are other processes). */
+static inline void streamrecv_shm_wake_all(struct streamrecv_shm_header *header) {
+    __atomic_fetch_add(&header->wake_word, 1u, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &header->wake_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STREAMRECV_SHM_H */

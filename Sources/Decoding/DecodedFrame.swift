@@ -1,0 +1,162 @@
+import CFFmpeg
+import FrameFormats
+import Glibc
+
+/// A frame the decoder returned, valid only inside the `receive` closure that handed it out (the decoder reuses
+/// the underlying AVFrame). Copy its pixels out with `write(into:layout:)`.
+public struct DecodedFrame {
+    private let frame: UnsafeMutablePointer<AVFrame>
+    private let transfer: UnsafeMutablePointer<AVFrame>
+
+    init(frame: UnsafeMutablePointer<AVFrame>, transfer: UnsafeMutablePointer<AVFrame>) {
+        self.frame = frame
+        self.transfer = transfer
+    }
+
+    /// Picture size, cropping applied (libavcodec applies the SPS cropping window).
+    public var width: Int { Int(frame.pointee.width) }
+    public var height: Int { Int(frame.pointee.height) }
+    /// The pts given to `send` with the access unit this frame came from.
+    public var pts: Int64 { frame.pointee.pts }
+    public var isKeyframe: Bool { frame.pointee.key_frame != 0 }
+    /// The decoder concealed errors in this frame.
+    public var isCorrupt: Bool {
+        frame.pointee.decode_error_flags != 0 || frame.pointee.flags & Int32(AV_FRAME_FLAG_CORRUPT) != 0
+    }
+    /// The pixels are in GPU memory and are downloaded by `write`.
+    public var isHardware: Bool { frame.pointee.hw_frames_ctx != nil }
+
+    private var softwarePixelFormat: AVPixelFormat {
+        if let frames = frame.pointee.hw_frames_ctx {
+            return UnsafeMutableRawPointer(frames.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self).pointee.sw_format
+        }
+        return AVPixelFormat(rawValue: frame.pointee.format)
+    }
+
+    /// FFmpeg's name for the decoder's (or, for GPU frames, the download's) pixel format.
+    public var decoderPixelFormatName: String {
+        av_get_pix_fmt_name(softwarePixelFormat).map { String(cString: $0) } ?? "unknown"
+    }
+
+    /// The decoder's layout as a publishable format; nil when it has none (then the frame cannot be published).
+    public var decoderPixelFormat: PixelFormat? { PixelFormat(softwarePixelFormat) }
+
+    /// The format published for `mode`: `auto` turns 8-bit 4:2:0 into NV12 and 10-bit 4:2:0 into P010.
+    public func outputFormat(_ mode: DecoderConfiguration.OutputMode) -> PixelFormat? {
+        guard let native = decoderPixelFormat else { return nil }
+        guard mode == .auto else { return native }
+        switch native {
+        case .yuv420p: return .nv12
+        case .yuv420p10: return .p010
+        default: return native
+        }
+    }
+
+    public var colorRange: UInt8 { UInt8(truncatingIfNeeded: frame.pointee.color_range.rawValue) }
+    public var colorPrimaries: UInt8 { UInt8(truncatingIfNeeded: frame.pointee.color_primaries.rawValue) }
+    public var colorTransfer: UInt8 { UInt8(truncatingIfNeeded: frame.pointee.color_trc.rawValue) }
+    public var colorMatrix: UInt8 { UInt8(truncatingIfNeeded: frame.pointee.colorspace.rawValue) }
+    public var sampleAspectRatio: (UInt32, UInt32) {
+        let ratio = frame.pointee.sample_aspect_ratio
+        return ratio.num > 0 && ratio.den > 0 ? (UInt32(ratio.num), UInt32(ratio.den)) : (0, 0)
+    }
+
+    /// Writes the pixels into `destination`, laid out as `layout` (whose format is `outputFormat(…)` and whose
+    /// size is this frame's). One pass over the pixels: a plain copy, or a copy that interleaves chroma for
+    /// NV12/P010. GPU frames are downloaded straight into `destination` when the layouts match.
+    public func write(into destination: UnsafeMutableRawBufferPointer, layout: FrameLayout) throws(DecoderError) {
+        precondition(layout.width == width && layout.height == height, "layout is for another frame size")
+        precondition(destination.count >= layout.byteCount, "destination smaller than the layout")
+        if isHardware {
+            try download(into: destination, layout: layout)
+            return
+        }
+        guard let source = decoderPixelFormat else { throw .unsupportedPixelFormat(decoderPixelFormatName) }
+        PlaneCopier.copy(from: SourcePlanes(frame), format: source, into: destination, layout: layout)
+    }
+
+    private func download(into destination: UnsafeMutableRawBufferPointer, layout: FrameLayout) throws(DecoderError) {
+        av_frame_unref(transfer)
+        guard let source = decoderPixelFormat else { throw .unsupportedPixelFormat(decoderPixelFormatName) }
+        if source == layout.format, let base = destination.baseAddress {
+            // Point the download's planes into the slot: av_hwframe_transfer_data writes there directly.
+            guard let buffer = av_buffer_create(base.assumingMemoryBound(to: UInt8.self), destination.count,
+                                                keepBuffer, nil, 0) else {
+                throw .allocationFailed("download buffer")
+            }
+            transfer.pointee.buf.0 = buffer
+            transfer.pointee.format = softwarePixelFormat.rawValue
+            transfer.pointee.width = frame.pointee.width
+            transfer.pointee.height = frame.pointee.height
+            withUnsafeMutableBytes(of: &transfer.pointee.data) { data in
+                withUnsafeMutableBytes(of: &transfer.pointee.linesize) { linesize in
+                    for (index, plane) in layout.planes.enumerated() {
+                        data.storeBytes(of: (base + plane.offset).assumingMemoryBound(to: UInt8.self),
+                                        toByteOffset: index * MemoryLayout<UnsafeMutablePointer<UInt8>>.stride,
+                                        as: UnsafeMutablePointer<UInt8>.self)
+                        linesize.storeBytes(of: Int32(plane.stride), toByteOffset: index * 4, as: Int32.self)
+                    }
+                }
+            }
+            let result = av_hwframe_transfer_data(transfer, frame, 0)
+            av_frame_unref(transfer)
+            guard result >= 0 else { throw .transferFailed(ffmpegErrorText(result)) }
+            return
+        }
+        // Layouts differ (e.g. `native` asked for planar): download, then convert in one more pass.
+        let result = av_hwframe_transfer_data(transfer, frame, 0)
+        guard result >= 0 else { throw .transferFailed(ffmpegErrorText(result)) }
+        defer { av_frame_unref(transfer) }
+        guard let downloaded = PixelFormat(AVPixelFormat(rawValue: transfer.pointee.format)) else {
+            throw .unsupportedPixelFormat(decoderPixelFormatName)
+        }
+        PlaneCopier.copy(from: SourcePlanes(transfer), format: downloaded, into: destination, layout: layout)
+    }
+}
+
+/// The slot memory belongs to the ring, not to FFmpeg: nothing to free.
+private let keepBuffer: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?) -> Void = { _, _ in }
+
+/// The planes of an AVFrame, read from its `data`/`linesize` tuples.
+struct SourcePlanes {
+    var pointers: [UnsafePointer<UInt8>?] = []
+    var strides: [Int] = []
+
+    init(_ frame: UnsafeMutablePointer<AVFrame>) {
+        withUnsafeBytes(of: frame.pointee.data) { data in
+            withUnsafeBytes(of: frame.pointee.linesize) { linesize in
+                for index in 0..<4 {
+                    let pointer = data.load(
+                        fromByteOffset: index * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                        as: UnsafeMutablePointer<UInt8>?.self)
+                    pointers.append(pointer.map { UnsafePointer($0) })
+                    strides.append(Int(linesize.load(fromByteOffset: index * 4, as: Int32.self)))
+                }
+            }
+        }
+    }
+}
+
+extension PixelFormat {
+    /// The publishable format for a libavcodec pixel format (full-range "J" formats share the planar layout).
+    init?(_ format: AVPixelFormat) {
+        switch format {
+        case AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P: self = .yuv420p
+        case AV_PIX_FMT_YUV422P, AV_PIX_FMT_YUVJ422P: self = .yuv422p
+        case AV_PIX_FMT_YUV444P, AV_PIX_FMT_YUVJ444P: self = .yuv444p
+        case AV_PIX_FMT_GRAY8: self = .gray8
+        case AV_PIX_FMT_NV12: self = .nv12
+        case AV_PIX_FMT_P010LE: self = .p010
+        case AV_PIX_FMT_YUV420P10LE: self = .yuv420p10
+        case AV_PIX_FMT_YUV422P10LE: self = .yuv422p10
+        case AV_PIX_FMT_YUV444P10LE: self = .yuv444p10
+        case AV_PIX_FMT_GRAY10LE: self = .gray10
+        case AV_PIX_FMT_YUV420P12LE: self = .yuv420p12
+        case AV_PIX_FMT_YUV422P12LE: self = .yuv422p12
+        case AV_PIX_FMT_YUV444P12LE: self = .yuv444p12
+        case AV_PIX_FMT_GBRP: self = .gbrp
+        case AV_PIX_FMT_GBRP10LE: self = .gbrp10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,306 @@
+import Bitstream
+
+/// One access unit for `StreamDecoder`, with what its policy needs to know.
+public struct DecoderInput {
+    public var codec: VideoCodec
+    /// The access unit in Annex B form.
+    public var data: [UInt8]
+    /// Comes back on the frames decoded from this access unit.
+    public var pts: Int64
+    public var isRandomAccess: Bool
+    /// The VPS/SPS/PPS the picture activates, Annex B; nil when unknown.
+    public var parameterSets: [UInt8]?
+    /// Frames of reordering the parameter sets imply; nil when they do not say.
+    public var reorderDepth: Int?
+    /// The bitstream states that depth (rather than it being inferred): low-delay decoding is then exact.
+    public var reorderDepthIsSignalled: Bool
+    /// What to assume when `reorderDepth` is nil: the decoded picture buffer size.
+    public var decodedPictureBufferFrames: Int
+    /// The access unit cannot be decoded (its slices name parameter sets that were never received).
+    public var undecodable: Bool
+
+    public init(codec: VideoCodec, data: [UInt8], pts: Int64, isRandomAccess: Bool, parameterSets: [UInt8]?,
+                reorderDepth: Int?, reorderDepthIsSignalled: Bool = false, decodedPictureBufferFrames: Int = 16,
+                undecodable: Bool = false) {
+        self.codec = codec
+        self.data = data
+        self.pts = pts
+        self.isRandomAccess = isRandomAccess
+        self.parameterSets = parameterSets
+        self.reorderDepth = reorderDepth
+        self.reorderDepthIsSignalled = reorderDepthIsSignalled
+        self.decodedPictureBufferFrames = decodedPictureBufferFrames
+        self.undecodable = undecodable
+    }
+}
+
+/// What the decoder policy did; the pipeline logs each (one line per state change) and counts them.
+public enum StreamDecoderEvent: Sendable, Equatable {
+    case pathSelected(String)
+    case created(recreation: Bool, hardware: String?, lowDelay: Bool)
+    case creationFailed(DecoderError, attempt: Int)
+    case decodeFailed(DecoderError, consecutive: Int)
+    /// Too many consecutive failures: the decoder was torn down; decoding resumes at the next random-access point.
+    case reset(consecutiveFailures: Int)
+    case fellBackToSoftware(reason: String)
+    /// Decoding is waiting for a random-access point (first one after start, reset or failure).
+    case waitingForKeyframe
+}
+
+/// The decoding policy of one stream (shared/DESIGN.md "Decoder failure policy", "Parameter sets"):
+/// - the decoder is opened with the active parameter sets; at a random-access point whose parameter sets (or
+///   codec) differ from those it was opened with, the old decoder is drained — its frames still come out — and
+///   a new one opened. Identical repeats cost nothing.
+/// - creation is tried up to `maximumCreationAttempts` times; `failuresBeforeReset` consecutive failures tear
+///   the decoder down and decoding resumes at the next random-access point.
+/// - a hardware decoder must produce its first frame; if it fails first, the stream falls back to software and
+///   the current GOP (kept since the last random-access point, bounded in bytes) is fed again.
+/// Runs on the stream's decode thread; not thread-safe.
+public final class StreamDecoder {
+    public static let maximumCreationAttempts = 5
+    public static let failuresBeforeReset = 20
+
+    public struct Statistics: Sendable, Equatable {
+        public var creations = 0
+        public var recreations = 0
+        public var creationFailures = 0
+        public var decodeErrors = 0
+        public var resets = 0
+        public var skippedAccessUnits = 0
+        public var framesDecoded = 0
+        public var hardwareFallbacks = 0
+        public init() {}
+    }
+
+    public enum State: Sendable, Equatable {
+        case idle, decoding, degraded
+    }
+
+    public let configuration: DecoderConfiguration
+    public private(set) var statistics = Statistics()
+    public private(set) var state = State.idle
+    public let maximumGOPBytes: Int
+    private let probe: HardwareDeviceProbing
+    private let report: (StreamDecoderEvent) -> Void
+    private var decoder: VideoDecoder?
+    private var openedWith: (codec: VideoCodec, parameterSets: [UInt8]?)?
+    private var selection: HardwareSelection?
+    private var softwareOnly = false
+    private var hardwareConfirmed = false
+    private var consecutiveFailures = 0
+    private var gop: [DecoderInput] = []
+    private var gopBytes = 0
+    private var gopComplete = false
+    private var waitingReported = false
+    /// Set when the unconfirmed hardware decoder failed; acted on once the current call can publish frames.
+    private var pendingFallback: String?
+    /// Set when too many failures in a row condemned the decoder; torn down once its frames are drained.
+    private var pendingReset = false
+
+    public init(
+        configuration: DecoderConfiguration, probe: HardwareDeviceProbing = FFmpegHardwareProbe(),
+        maximumGOPBytes: Int = 64 << 20, report: @escaping (StreamDecoderEvent) -> Void
+    ) {
+        self.configuration = configuration
+        self.probe = probe
+        self.maximumGOPBytes = maximumGOPBytes
+        self.report = report
+    }
+
+    /// The path in use: "software", or the accelerator's name.
+    public var path: String { decoder?.hardware?.accelerator.rawValue ?? "software" }
+
+    /// Decodes one access unit; `output` receives every frame that comes out, in presentation order.
+    public func decode(_ input: DecoderInput, output: (DecodedFrame) -> Void) {
+        remember(input)
+        let changed = openedWith.map { $0.codec != input.codec || (input.parameterSets != nil && $0.parameterSets != input.parameterSets) } ?? true
+        if decoder == nil || (changed && input.isRandomAccess) {
+            guard input.isRandomAccess else {
+                statistics.skippedAccessUnits += 1
+                if !waitingReported {
+                    waitingReported = true
+                    report(.waitingForKeyframe)
+                }
+                return
+            }
+            let recreation = decoder != nil
+            if recreation { drain(output: output) }
+            guard open(for: input, recreation: recreation) else { return }
+        }
+        feed(input, output: output)
+        if let reason = pendingFallback {
+            pendingFallback = nil
+            fallBackToSoftware(reason, output: output)
+        }
+        if pendingReset {
+            pendingReset = false
+            // Frames the decoder still holds were decoded before the failures: they are not lost.
+            if let decoder, case .accepted = decoder.sendEndOfStream() { receiveAll(from: decoder, output: output) }
+            decoder = nil
+            openedWith = nil
+            state = .degraded
+        }
+    }
+
+    /// The sender went away or the stream ends: every frame still inside the decoder comes out. The decoder stays
+    /// open (reset), so a reconnecting sender with the same parameter sets costs no recreation.
+    public func drain(output: (DecodedFrame) -> Void) {
+        guard let decoder else { return }
+        if case .failed(let error) = decoder.sendEndOfStream() {
+            recordFailure(error)
+        }
+        receiveAll(from: decoder, output: output)
+        decoder.reset()
+    }
+
+    // MARK: - Creation
+
+    private func open(for input: DecoderInput, recreation: Bool) -> Bool {
+        waitingReported = false
+        if selection == nil {
+            let preference = softwareOnly ? HardwarePreference.none : configuration.hardware
+            do {
+                selection = try HardwareSelection.select(preference, codec: input.codec, probe: probe)
+            } catch {
+                statistics.creationFailures += 1
+                state = .degraded
+                report(.creationFailed(error, attempt: 1))
+                return false
+            }
+            report(.pathSelected(selection!.summary))
+        }
+        let device = softwareOnly ? nil : selection?.device
+        for attempt in 1...Self.maximumCreationAttempts {
+            do {
+                decoder = try VideoDecoder(
+                    codec: input.codec, configuration: configuration, parameterSets: input.parameterSets,
+                    reorderDepth: input.reorderDepth, lowDelay: input.reorderDepthIsSignalled,
+                    assumedReorderDepth: input.decodedPictureBufferFrames,
+                    hardware: device?.isSimulated == true ? nil : device)
+                openedWith = (input.codec, input.parameterSets)
+                hardwareConfirmed = device == nil
+                consecutiveFailures = 0
+                statistics.creations += 1
+                if recreation { statistics.recreations += 1 }
+                state = .decoding
+                report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay))
+                return true
+            } catch {
+                statistics.creationFailures += 1
+                report(.creationFailed(error, attempt: attempt))
+            }
+        }
+        decoder = nil
+        openedWith = nil
+        state = .degraded
+        return false
+    }
+
+    // MARK: - Feeding
+
+    private func feed(_ input: DecoderInput, output: (DecodedFrame) -> Void) {
+        guard let decoder else { return }
+        if input.undecodable {
+            recordFailure(.sendFailed("access unit refers to parameter sets that were never received"))
+            return
+        }
+        var sent = false
+        while !sent {
+            let outcome = input.data.withUnsafeBytes { decoder.send($0, pts: input.pts) }
+            switch outcome {
+            case .accepted:
+                sent = true
+            case .full:
+                // The decoder wants its frames taken first; if it still takes nothing, give up on this unit.
+                let before = statistics.framesDecoded
+                receiveAll(from: decoder, output: output)
+                if statistics.framesDecoded == before {
+                    recordFailure(.sendFailed("decoder accepts no input"))
+                    return
+                }
+            case .failed(let error):
+                recordFailure(error)
+                return
+            }
+            if pendingFallback != nil || pendingReset { return }
+        }
+        if receiveAll(from: decoder, output: output) { consecutiveFailures = 0 }
+    }
+
+    /// Takes every available frame. Returns false when the decoder reported a failure.
+    @discardableResult
+    private func receiveAll(from decoder: VideoDecoder, output: (DecodedFrame) -> Void) -> Bool {
+        while true {
+            var fallbackReason: String?
+            let outcome = decoder.receive { frame in
+                if !hardwareConfirmed {
+                    guard frame.isHardware else {
+                        fallbackReason = "the first frame came back in system memory"
+                        return
+                    }
+                    hardwareConfirmed = true
+                }
+                statistics.framesDecoded += 1
+                output(frame)
+            }
+            if let fallbackReason {
+                pendingFallback = fallbackReason
+                return false
+            }
+            switch outcome {
+            case .frame: continue
+            case .needsInput, .endOfStream: return true
+            case .failed(let error):
+                recordFailure(error)
+                return false
+            }
+        }
+    }
+
+    private func recordFailure(_ error: DecoderError) {
+        if !hardwareConfirmed, decoder?.hardware != nil {
+            pendingFallback = error.description
+            return
+        }
+        statistics.decodeErrors += 1
+        consecutiveFailures += 1
+        report(.decodeFailed(error, consecutive: consecutiveFailures))
+        if consecutiveFailures >= Self.failuresBeforeReset && !pendingReset {
+            statistics.resets += 1
+            report(.reset(consecutiveFailures: consecutiveFailures))
+            consecutiveFailures = 0
+            pendingReset = true
+        }
+    }
+
+    /// The hardware decoder failed before its first frame: software from now on, GOP fed again.
+    private func fallBackToSoftware(_ reason: String, output: (DecodedFrame) -> Void) {
+        statistics.hardwareFallbacks += 1
+        report(.fellBackToSoftware(reason: reason))
+        softwareOnly = true
+        selection = HardwareSelection(device: nil, attempts: [], preference: .none)
+        decoder = nil
+        openedWith = nil
+        let replay = gopComplete ? gop : []
+        guard let first = replay.first, first.isRandomAccess, open(for: first, recreation: true) else { return }
+        for input in replay { feed(input, output: output) }
+    }
+
+    /// Keeps the access units since the last random-access point, up to `maximumGOPBytes`.
+    private func remember(_ input: DecoderInput) {
+        if input.isRandomAccess {
+            gop.removeAll(keepingCapacity: true)
+            gopBytes = 0
+            gopComplete = true
+        }
+        guard gopComplete else { return }
+        if gopBytes + input.data.count > maximumGOPBytes {
+            gop.removeAll()
+            gopBytes = 0
+            gopComplete = false
+            return
+        }
+        gop.append(input)
+        gopBytes += input.data.count
+    }
+}

@@ -1,0 +1,176 @@
+import Bitstream
+import CFFmpeg
+import FrameFormats
+
+/// How a stream's decoder is set up.
+public struct DecoderConfiguration: Sendable, Equatable {
+    public enum Threading: String, Sendable {
+        /// Slice threads: no added latency (the default).
+        case slice
+        /// Frame threads: more throughput, `threads - 1` frames of added latency.
+        case frame
+    }
+
+    public enum OutputMode: String, Sendable {
+        /// NV12 for 8-bit 4:2:0, P010 for 10-bit 4:2:0, the decoder's planar layout otherwise.
+        case auto
+        /// The decoder's layout unchanged.
+        case native
+    }
+
+    public var threading: Threading = .slice
+    /// Decoder threads; 0 lets libavcodec choose. The default is 1: libavcodec's H.264 decoder switches error
+    /// concealment off whenever slice threads are active, which makes damaged pictures worse and departs from
+    /// FFmpeg's own decode (measured on the Error_I_P conformance stream). More threads pay off for large
+    /// multi-slice pictures.
+    public var threads: Int = 1
+    public var output: OutputMode = .auto
+    public var hardware: HardwarePreference = .auto
+
+    public init(threading: Threading = .slice, threads: Int = 1, output: OutputMode = .auto, hardware: HardwarePreference = .auto) {
+        self.threading = threading
+        self.threads = threads
+        self.output = output
+        self.hardware = hardware
+    }
+}
+
+public enum SendOutcome: Sendable, Equatable {
+    case accepted
+    /// The decoder holds frames that must be received before it takes more input.
+    case full
+    case failed(DecoderError)
+}
+
+public enum ReceiveOutcome: Sendable, Equatable {
+    case frame
+    case needsInput
+    case endOfStream
+    case failed(DecoderError)
+}
+
+/// One libavcodec decoder. Owns its AVCodecContext, AVPacket and AVFrames (freed in deinit); no pointer to them
+/// leaves this module. Not thread-safe: used by one stream's decode thread.
+public final class VideoDecoder {
+    public let codec: VideoCodec
+    public let hardware: HardwareDevice?
+    public let lowDelay: Bool
+    private var context: UnsafeMutablePointer<AVCodecContext>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var transfer: UnsafeMutablePointer<AVFrame>?
+
+    /// - Parameters:
+    ///   - parameterSets: the active parameter sets in Annex B form, given to the decoder as extradata.
+    ///   - reorderDepth: frames of reordering the parameter sets imply, or nil when they do not say.
+    ///   - lowDelay: set `AV_CODEC_FLAG_LOW_DELAY`: only when the bitstream itself states no reordering. The flag
+    ///     drops frames of streams with B-frames, and it changes libavcodec's concealment of damaged pictures
+    ///     (measured on Error_I_P), so it is set exactly where libavcodec would turn low delay on by itself.
+    ///     Where reordering is only inferred (POC type 2) libavcodec already outputs each frame at once.
+    ///   - assumedReorderDepth: used when `reorderDepth` is nil, typically the DPB size the level allows.
+    ///     libavcodec would otherwise start with no reorder buffer and drop the B-frames it meets before it
+    ///     learns better ("no picture ooo"); the FFmpeg CLI avoids that only by probing the file first.
+    public init(
+        codec: VideoCodec, configuration: DecoderConfiguration, parameterSets: [UInt8]?,
+        reorderDepth: Int?, lowDelay: Bool, assumedReorderDepth: Int, hardware: HardwareDevice?
+    ) throws(DecoderError) {
+        self.codec = codec
+        self.hardware = hardware
+        self.lowDelay = lowDelay && reorderDepth == 0
+        guard let decoder = avcodec_find_decoder(codec.codecID) else { throw .codecNotFound(codec.rawValue) }
+        guard let context = avcodec_alloc_context3(decoder), let packet = av_packet_alloc(),
+              let frame = av_frame_alloc(), let transfer = av_frame_alloc() else {
+            throw .allocationFailed("decoder context")
+        }
+        self.context = context
+        self.packet = packet
+        self.frame = frame
+        self.transfer = transfer
+        context.pointee.thread_type = configuration.threading == .frame ? FF_THREAD_FRAME : FF_THREAD_SLICE
+        context.pointee.thread_count = Int32(configuration.threads)
+        if lowDelay { context.pointee.flags |= Int32(AV_CODEC_FLAG_LOW_DELAY) }
+        if reorderDepth == nil { context.pointee.has_b_frames = Int32(min(max(assumedReorderDepth, 0), 16)) }
+        if let parameterSets, !parameterSets.isEmpty {
+            let padded = parameterSets.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)
+            guard let extradata = av_mallocz(padded)?.assumingMemoryBound(to: UInt8.self) else {
+                throw .allocationFailed("extradata")
+            }
+            parameterSets.withUnsafeBufferPointer { extradata.update(from: $0.baseAddress!, count: $0.count) }
+            context.pointee.extradata = extradata
+            context.pointee.extradata_size = Int32(parameterSets.count)
+        }
+        if let hardware, let device = hardware.context {
+            context.pointee.hw_device_ctx = av_buffer_ref(device)
+            // get_format accepts only the device's format: no silent fallback inside libavcodec.
+            context.pointee.opaque = UnsafeMutableRawPointer(bitPattern: Int(hardware.pixelFormat.rawValue) + 1)
+            context.pointee.get_format = selectHardwareFormat
+        }
+        let result = avcodec_open2(context, decoder, nil)
+        guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
+    }
+
+    deinit {
+        avcodec_free_context(&context)
+        av_packet_free(&packet)
+        av_frame_free(&frame)
+        av_frame_free(&transfer)
+    }
+
+    /// Sends one whole access unit (Annex B). `pts` comes back on the frames it produces.
+    public func send(_ accessUnit: UnsafeRawBufferPointer, pts: Int64) -> SendOutcome {
+        guard let packet, let context else { return .failed(.sendFailed("decoder closed")) }
+        av_packet_unref(packet)
+        let allocated = av_new_packet(packet, Int32(accessUnit.count))
+        guard allocated >= 0 else { return .failed(.allocationFailed(ffmpegErrorText(allocated))) }
+        if let base = accessUnit.baseAddress, accessUnit.count > 0 {
+            packet.pointee.data.update(from: base.assumingMemoryBound(to: UInt8.self), count: accessUnit.count)
+        }
+        packet.pointee.pts = pts
+        packet.pointee.dts = pts
+        return outcome(ofSend: avcodec_send_packet(context, packet))
+    }
+
+    /// Tells the decoder the input ended: later `receive` calls return the frames it held back, then
+    /// `.endOfStream`.
+    public func sendEndOfStream() -> SendOutcome {
+        guard let context else { return .failed(.sendFailed("decoder closed")) }
+        return outcome(ofSend: avcodec_send_packet(context, nil))
+    }
+
+    private func outcome(ofSend result: Int32) -> SendOutcome {
+        if result >= 0 { return .accepted }
+        if result == streamrecv_averror_eagain() { return .full }
+        return .failed(.sendFailed(ffmpegErrorText(result)))
+    }
+
+    /// Receives the next decoded frame, if any, and hands it to `body`. The frame is valid only inside `body`.
+    public func receive(_ body: (DecodedFrame) -> Void) -> ReceiveOutcome {
+        guard let context, let frame, let transfer else { return .failed(.receiveFailed("decoder closed")) }
+        let result = avcodec_receive_frame(context, frame)
+        if result == streamrecv_averror_eagain() { return .needsInput }
+        if result == streamrecv_averror_eof() { return .endOfStream }
+        guard result >= 0 else { return .failed(.receiveFailed(ffmpegErrorText(result))) }
+        body(DecodedFrame(frame: frame, transfer: transfer))
+        av_frame_unref(frame)
+        return .frame
+    }
+
+    /// Makes a drained decoder accept input again.
+    public func reset() {
+        if let context { avcodec_flush_buffers(context) }
+    }
+}
+
+/// The get_format callback: picks the hardware format stored in `opaque`, or none (decoding then fails and the
+/// stream falls back to software visibly rather than silently).
+private let selectHardwareFormat: @convention(c) (
+    UnsafeMutablePointer<AVCodecContext>?, UnsafePointer<AVPixelFormat>?
+) -> AVPixelFormat = { context, formats in
+    guard let context, var format = formats else { return AV_PIX_FMT_NONE }
+    let wanted = Int32(Int(bitPattern: context.pointee.opaque) - 1)
+    while format.pointee != AV_PIX_FMT_NONE {
+        if format.pointee.rawValue == wanted { return format.pointee }
+        format += 1
+    }
+    return AV_PIX_FMT_NONE
+}

@@ -1,0 +1,83 @@
+/// Turns a published frame into tightly packed planes (no row padding), as y4m and raw video files carry them.
+public enum PlanarConversion {
+    /// The frame's planes without stride padding, in its own layout (NV12 stays NV12): raw video.
+    public static func packed(_ pixels: [UInt8], layout: FrameLayout) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(layout.planes.reduce(0) { $0 + $1.rowBytes * $1.rows })
+        pixels.withUnsafeBufferPointer { source in
+            for plane in layout.planes {
+                for row in 0..<plane.rows {
+                    let start = plane.offset + row * plane.stride
+                    out.append(contentsOf: source[start..<(start + plane.rowBytes)])
+                }
+            }
+        }
+        return out
+    }
+
+    /// The frame as fully planar samples (`format.planarEquivalent`): NV12 → yuv420p, P010 → yuv420p10 (samples
+    /// shifted back down to the low bits), planar formats unchanged. Lossless.
+    public static func planar(_ pixels: [UInt8], layout: FrameLayout) -> [UInt8] {
+        guard layout.format.isSemiPlanar else { return packed(pixels, layout: layout) }
+        let luma = layout.planes[0]
+        let chroma = layout.planes[1]
+        let sampleBytes = layout.format.bytesPerSample
+        let chromaSamples = chroma.rowBytes / (2 * sampleBytes)
+        var out = [UInt8](repeating: 0, count: luma.rowBytes * luma.rows + 2 * chromaSamples * sampleBytes * chroma.rows)
+        pixels.withUnsafeBytes { source in
+            out.withUnsafeMutableBytes { destination in
+                var cursor = 0
+                for row in 0..<luma.rows {
+                    let start = luma.offset + row * luma.stride
+                    if sampleBytes == 1 {
+                        destination.baseAddress!.advanced(by: cursor)
+                            .copyMemory(from: source.baseAddress! + start, byteCount: luma.rowBytes)
+                    } else {
+                        for x in 0..<(luma.rowBytes / 2) {
+                            let value = source.loadUnaligned(fromByteOffset: start + 2 * x, as: UInt16.self) >> 6
+                            destination.storeBytes(of: value, toByteOffset: cursor + 2 * x, as: UInt16.self)
+                        }
+                    }
+                    cursor += luma.rowBytes
+                }
+                let planeBytes = chromaSamples * sampleBytes * chroma.rows
+                for row in 0..<chroma.rows {
+                    let start = chroma.offset + row * chroma.stride
+                    let u = cursor + row * chromaSamples * sampleBytes
+                    let v = u + planeBytes
+                    for x in 0..<chromaSamples {
+                        if sampleBytes == 1 {
+                            destination[u + x] = source[start + 2 * x]
+                            destination[v + x] = source[start + 2 * x + 1]
+                        } else {
+                            let uValue = source.loadUnaligned(fromByteOffset: start + 4 * x, as: UInt16.self) >> 6
+                            let vValue = source.loadUnaligned(fromByteOffset: start + 4 * x + 2, as: UInt16.self) >> 6
+                            destination.storeBytes(of: uValue, toByteOffset: u + 2 * x, as: UInt16.self)
+                            destination.storeBytes(of: vValue, toByteOffset: v + 2 * x, as: UInt16.self)
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// The y4m colour-space tag for a planar format (what FFmpeg's yuv4mpegpipe reads), or nil when y4m cannot
+    /// carry it (RGB).
+    public static func y4mColourSpace(_ format: PixelFormat) -> String? {
+        switch format.planarEquivalent {
+        case .yuv420p: return "420jpeg"
+        case .yuv422p: return "422"
+        case .yuv444p: return "444"
+        case .gray8: return "mono"
+        case .yuv420p10: return "420p10"
+        case .yuv422p10: return "422p10"
+        case .yuv444p10: return "444p10"
+        case .gray10: return "mono10"
+        case .yuv420p12: return "420p12"
+        case .yuv422p12: return "422p12"
+        case .yuv444p12: return "444p12"
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,241 @@
+import Bitstream
+import Decoding
+import Glibc
+import TOMLKit
+
+/// A configuration problem, with the line it is on when it can be placed.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var message: String
+
+    public var description: String {
+        line.map { "\(file):\($0): \(message)" } ?? "\(file): \(message)"
+    }
+}
+
+/// Reads and validates the TOML configuration. Unknown keys are errors (a typo must not silently fall back to a
+/// default); every error names its line.
+public enum ConfigurationLoader {
+    static let daemonKeys: Set<String> = ["log_level"]
+    static let streamKeys: Set<String> = [
+        "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
+        "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes",
+    ]
+
+    public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
+        guard let file = fopen(path, "r") else {
+            throw ConfigurationError(file: path, line: nil, message: "cannot read: \(String(cString: strerror(errno)))")
+        }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while case let count = fread(&buffer, 1, buffer.count, file), count > 0 { bytes += buffer[0..<count] }
+        fclose(file)
+        return try parse(String(decoding: bytes, as: UTF8.self), file: path)
+    }
+
+    public static func parse(_ text: String, file: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigurationError(file: file, line: error.source.begin.line, message: error.description)
+        } catch {
+            throw ConfigurationError(file: file, line: nil, message: "\(error)")
+        }
+        let lines = KeyLines(text)
+        func fail(_ message: String, _ section: String? = nil, _ index: Int? = nil, _ key: String? = nil) -> ConfigurationError {
+            ConfigurationError(file: file, line: lines.line(section: section, index: index, key: key), message: message)
+        }
+
+        var configuration = DaemonConfiguration()
+        for key in table.keys where key != "daemon" && key != "stream" {
+            throw fail("unknown top-level key '\(key)' (expected [daemon] and [[stream]] tables)", nil, nil, key)
+        }
+        if let daemonValue = table["daemon"] {
+            guard let daemon = daemonValue.table else { throw fail("'daemon' must be a table: [daemon]", nil, nil, "daemon") }
+            for key in daemon.keys where !daemonKeys.contains(key) {
+                throw fail("unknown key '\(key)' in [daemon]", "daemon", nil, key)
+            }
+            if let value = daemon["log_level"] {
+                guard let text = value.string, let level = DaemonConfiguration.LogLevel(rawValue: text) else {
+                    throw fail("log_level must be one of \(DaemonConfiguration.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))",
+                               "daemon", nil, "log_level")
+                }
+                configuration.logLevel = level
+            }
+        }
+        guard let streamValue = table["stream"] else { throw fail("no [[stream]] configured") }
+        guard let streams = streamValue.array else { throw fail("'stream' must be an array of tables: [[stream]]", nil, nil, "stream") }
+        for (index, element) in streams.enumerated() {
+            guard let entry = element.table else { throw fail("each stream must be a table", "stream", index, nil) }
+            configuration.streams.append(try parseStream(entry, index: index, fail: fail))
+        }
+        try validateUnique(configuration.streams, fail: fail)
+        return configuration
+    }
+
+    private static func parseStream(
+        _ entry: TOMLTable, index: Int,
+        fail: (String, String?, Int?, String?) -> ConfigurationError
+    ) throws(ConfigurationError) -> StreamConfiguration {
+        func error(_ key: String?, _ message: String) -> ConfigurationError { fail(message, "stream", index, key) }
+        for key in entry.keys where !streamKeys.contains(key) {
+            throw error(key, "unknown key '\(key)' in [[stream]] (known: \(streamKeys.sorted().joined(separator: ", ")))")
+        }
+        func string(_ key: String) throws(ConfigurationError) -> String? {
+            guard let value = entry[key] else { return nil }
+            guard let text = value.string else { throw error(key, "\(key) must be a string") }
+            return text
+        }
+        func integer(_ key: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+            guard let value = entry[key] else { return nil }
+            guard let number = value.int, range.contains(number) else {
+                throw error(key, "\(key) must be an integer in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return number
+        }
+        guard let name = try string("name") else { throw error(nil, "stream has no name") }
+        guard !name.isEmpty, name.count <= 32,
+              name.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || $0 == "-" || $0 == "_" }) else {
+            throw error("name", "name must be 1-32 characters of letters, digits, '-' and '_'")
+        }
+        guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has no listen address") }
+        var stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))
+        if let codec = try string("codec"), codec != "auto" {
+            guard let known = VideoCodec(rawValue: codec) else { throw error("codec", "codec must be h264, h265 or auto") }
+            stream.codec = known
+        }
+        if let hwaccel = try string("hwaccel") {
+            guard let preference = HardwarePreference(configValue: hwaccel) else {
+                throw error("hwaccel", "hwaccel must be auto, none, \(HardwareAccelerator.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            stream.decoder.hardware = preference
+        }
+        if let output = try string("output") {
+            guard let mode = DecoderConfiguration.OutputMode(rawValue: output) else { throw error("output", "output must be auto or native") }
+            stream.decoder.output = mode
+        }
+        if let threading = try string("threading") {
+            guard let mode = DecoderConfiguration.Threading(rawValue: threading) else { throw error("threading", "threading must be slice or frame") }
+            stream.decoder.threading = mode
+        }
+        if let threads = try integer("threads", 0...64) { stream.decoder.threads = threads }
+        if let slots = try integer("slots", 2...4096) { stream.slots = slots }
+        let dimensions = 16...ParameterSetLimits.maximumDimension
+        if let width = try integer("max_width", dimensions) { stream.maxWidth = width }
+        if let height = try integer("max_height", dimensions) { stream.maxHeight = height }
+        stream.maxAccessUnitBytes = stream.defaultMaxAccessUnitBytes
+        if let bytes = try integer("max_access_unit_bytes", 4096...(1 << 30)) { stream.maxAccessUnitBytes = bytes }
+        if let shmName = try string("shm_name") {
+            guard !shmName.isEmpty, shmName.count <= 200, !shmName.contains("/"), shmName != ".", shmName != ".." else {
+                throw error("shm_name", "shm_name must be a plain name (no '/'), as under /dev/shm")
+            }
+            stream.shmName = shmName
+        }
+        if let mode = try string("shm_mode") {
+            guard let value = mode_t(mode, radix: 8), value <= 0o666 else {
+                throw error("shm_mode", "shm_mode must be an octal mode string such as \"0640\" (no execute bits)")
+            }
+            stream.shmMode = value
+        }
+        if let group = try string("shm_group") {
+            guard getgrnam(group) != nil else { throw error("shm_group", "shm_group '\(group)' does not exist") }
+            stream.shmGroup = group
+        }
+        if let policy = try string("second_sender") {
+            guard let value = SecondSenderPolicy(rawValue: policy) else { throw error("second_sender", "second_sender must be refuse or takeover") }
+            stream.secondSender = value
+        }
+        if let value = entry["idle_timeout"] {
+            guard let seconds = value.double ?? value.int.map(Double.init), seconds >= 0, seconds <= 86400 else {
+                throw error("idle_timeout", "idle_timeout must be a number of seconds in 0...86400 (0 disables)")
+            }
+            stream.idleTimeout = seconds
+        }
+        return stream
+    }
+
+    static func parseListen(_ text: String, error: (String) -> ConfigurationError) throws(ConfigurationError) -> ListenAddress {
+        guard let schemeEnd = text.range(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
+        let scheme = String(text[..<schemeEnd.lowerBound])
+        guard let transport = ListenAddress.Transport(rawValue: scheme) else {
+            throw error("listen scheme '\(scheme)' is not supported (tcp://HOST:PORT; udp and rtp are not implemented yet)")
+        }
+        let rest = text[schemeEnd.upperBound...]
+        let host: String
+        let portText: Substring
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            portText = rest[rest.index(after: close)...].dropFirst()
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = String(rest[..<colon])
+            portText = rest[rest.index(after: colon)...]
+        } else {
+            throw error("listen must name a port: \(scheme)://HOST:PORT")
+        }
+        guard let port = Int(portText), (1...65535).contains(port) else { throw error("listen port must be 1...65535") }
+        guard !host.isEmpty else { throw error("listen must name a host (127.0.0.1 listens on loopback only)") }
+        return ListenAddress(transport: transport, host: host, port: port)
+    }
+
+    private static func validateUnique(
+        _ streams: [StreamConfiguration], fail: (String, String?, Int?, String?) -> ConfigurationError
+    ) throws(ConfigurationError) {
+        for (index, stream) in streams.enumerated() {
+            for earlier in streams[..<index] {
+                if earlier.name == stream.name { throw fail("stream name '\(stream.name)' is used twice", "stream", index, "name") }
+                if earlier.shmName == stream.shmName { throw fail("shm_name '\(stream.shmName)' is used twice", "stream", index, "shm_name") }
+                if earlier.listen == stream.listen { throw fail("listen address \(stream.listen) is used twice", "stream", index, "listen") }
+            }
+        }
+    }
+}
+
+/// Finds the line of a key in the TOML text, for error messages: TOMLKit reports lines for syntax errors only.
+struct KeyLines {
+    private var entries: [(section: String?, index: Int?, key: String, line: Int)] = []
+    private var sections: [(section: String, index: Int?, line: Int)] = []
+
+    init(_ text: String) {
+        var section: String?
+        var index: Int?
+        var streamCount = 0
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingPrefix(while: { $0 == " " || $0 == "\t" })
+            if line.hasPrefix("[[") {
+                section = String(line.dropFirst(2).prefix { $0 != "]" }).trimmingCharacters(in: " ")
+                index = section == "stream" ? streamCount : nil
+                if section == "stream" { streamCount += 1 }
+                sections.append((section!, index, number + 1))
+            } else if line.hasPrefix("[") {
+                section = String(line.dropFirst().prefix { $0 != "]" }).trimmingCharacters(in: " ")
+                index = nil
+                sections.append((section!, nil, number + 1))
+            } else if let equals = line.firstIndex(of: "="), !line.hasPrefix("#") {
+                let key = String(line[..<equals]).trimmingCharacters(in: " \t\"")
+                entries.append((section, index, key, number + 1))
+            }
+        }
+    }
+
+    func line(section: String?, index: Int?, key: String?) -> Int? {
+        if let key, let entry = entries.first(where: { $0.section == section && $0.index == index && $0.key == key }) {
+            return entry.line
+        }
+        return sections.first { $0.section == section && $0.index == index }?.line
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        var scalars = Substring(self)
+        while let first = scalars.first, set.contains(first) { scalars = scalars.dropFirst() }
+        while let last = scalars.last, set.contains(last) { scalars = scalars.dropLast() }
+        return String(scalars)
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
+}

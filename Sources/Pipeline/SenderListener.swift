@@ -1,0 +1,95 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import SharedFrames
+
+/// Admits one sender at a time per stream, by the stream's `second_sender` policy.
+final class SenderRegistry: Sendable {
+    private struct State {
+        var active: (id: ConnectionID, channel: Channel)?
+        var nextID: ConnectionID = 1
+    }
+    private let state = NIOLockedValueBox(State())
+    let policy: SecondSenderPolicy
+
+    init(policy: SecondSenderPolicy) { self.policy = policy }
+
+    enum Admission {
+        case accepted(ConnectionID, replacing: Channel?)
+        case refused
+    }
+
+    func admit(_ channel: Channel) -> Admission {
+        state.withLockedValue { state in
+            if let active = state.active, policy == .refuse, active.channel.isActive { return .refused }
+            let replaced = state.active?.channel
+            let id = state.nextID
+            state.nextID += 1
+            state.active = (id, channel)
+            return .accepted(id, replacing: replaced)
+        }
+    }
+
+    func release(_ id: ConnectionID) {
+        state.withLockedValue { state in
+            if state.active?.id == id { state.active = nil }
+        }
+    }
+
+    func closeActive() {
+        let channel = state.withLockedValue { $0.active?.channel }
+        channel?.close(promise: nil)
+    }
+}
+
+/// Forwards a sender's bytes to the stream's decode thread; closes the connection when the sender goes idle.
+final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+
+    private let id: ConnectionID
+    private let worker: StreamWorker
+    private let registry: SenderRegistry
+    private let logger: Logger
+    private let idleTimeout: Double
+    private var reason = "sender closed the connection"
+
+    init(id: ConnectionID, worker: StreamWorker, registry: SenderRegistry, logger: Logger, idleTimeout: Double) {
+        self.id = id
+        self.worker = worker
+        self.registry = registry
+        self.logger = logger
+        self.idleTimeout = idleTimeout
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        worker.enqueue(.connected(id, remote: context.remoteAddress?.description ?? "unknown"))
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+        worker.enqueue(.bytes(bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        registry.release(id)
+        worker.enqueue(.disconnected(id, reason: reason))
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            reason = "no data for \(idleTimeout) s (idle_timeout)"
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        reason = "connection error: \(error)"
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,78 @@
+import Bitstream
+import Decoding
+import Glibc
+
+/// Where a stream listens.
+public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    public enum Transport: String, Sendable { case tcp }
+    public var transport: Transport
+    public var host: String
+    public var port: Int
+
+    public init(transport: Transport, host: String, port: Int) {
+        self.transport = transport
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String {
+        "\(transport.rawValue)://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
+}
+
+/// What happens when a second sender connects while one is streaming.
+public enum SecondSenderPolicy: String, Sendable {
+    /// The new connection is closed; the current sender keeps streaming (the default).
+    case refuse
+    /// The current sender is disconnected and the new one takes over.
+    case takeover
+}
+
+/// One `[[stream]]` entry, validated.
+public struct StreamConfiguration: Sendable, Equatable {
+    public var name: String
+    public var listen: ListenAddress
+    /// Nil: recognised from the first parameter set (`codec = "auto"`).
+    public var codec: VideoCodec?
+    public var decoder: DecoderConfiguration
+    public var slots: Int
+    public var maxWidth: Int
+    public var maxHeight: Int
+    public var shmName: String
+    public var shmMode: mode_t
+    public var shmGroup: String?
+    public var secondSender: SecondSenderPolicy
+    /// Seconds without a byte before a connected sender is considered gone; 0 disables.
+    public var idleTimeout: Double
+    /// Largest access unit accepted, in bytes; larger ones are dropped before the decoder sees them.
+    public var maxAccessUnitBytes: Int
+
+    public init(name: String, listen: ListenAddress) {
+        self.name = name
+        self.listen = listen
+        codec = nil
+        decoder = DecoderConfiguration()
+        slots = 8
+        maxWidth = 3840
+        maxHeight = 2160
+        shmName = "streamrecv-" + name
+        shmMode = 0o640
+        shmGroup = nil
+        secondSender = .refuse
+        idleTimeout = 10
+        maxAccessUnitBytes = 0
+        maxAccessUnitBytes = defaultMaxAccessUnitBytes
+    }
+
+    /// Twice the raw size of the largest allowed 4:2:0 8-bit picture: no real coded picture is larger.
+    var defaultMaxAccessUnitBytes: Int { max(1 << 20, maxWidth * maxHeight * 3) }
+}
+
+/// The whole configuration file.
+public struct DaemonConfiguration: Sendable, Equatable {
+    public enum LogLevel: String, Sendable, CaseIterable {
+        case trace, debug, info, notice, warning, error
+    }
+    public var logLevel: LogLevel = .info
+    public var streams: [StreamConfiguration] = []
+}

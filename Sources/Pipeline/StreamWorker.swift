@@ -1,0 +1,340 @@
+import Bitstream
+import Decoding
+import FrameFormats
+import Foundation
+import Logging
+import SharedFrames
+
+/// Identifies one sender connection.
+typealias ConnectionID = UInt64
+
+/// The per-stream decode thread: split → assemble → decode → publish, all on one dedicated thread (never on
+/// Swift's cooperative pool, never on the network event loop). Fed through a `WorkQueue` by the listener.
+final class StreamWorker: @unchecked Sendable {
+    enum Work {
+        case listening
+        case connected(ConnectionID, remote: String)
+        case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        case disconnected(ConnectionID, reason: String)
+        case stop
+    }
+
+    /// Metadata of an access unit kept until its frame comes out of the decoder (matched by pts).
+    private struct PendingFrame {
+        var timeFirstByte: UInt64
+        var timeComplete: UInt64
+        var keyframe: Bool
+        var orientation: DisplayOrientation?
+        var format: SequenceFormat?
+    }
+
+    let configuration: StreamConfiguration
+    private let queue = WorkQueue<Work>()
+    private var logger: Logger
+    private var warnings: RateLimitedLogger
+    private var writer: FrameRingWriter
+    private var splitter: AnnexBSplitter
+    private var assembler: AccessUnitAssembler
+    private var decoder: StreamDecoder!
+    private var connection: ConnectionID?
+    private var bytesThisConnection: Int64 = 0
+    /// (stream offset, arrival time) of recent chunks, to date each access unit's first byte.
+    private var arrivals: [(offset: Int64, time: UInt64)] = []
+    private var pending: [Int64: PendingFrame] = [:]
+    private var nextPTS: Int64 = 0
+    private var orientation: DisplayOrientation?
+    private var discontinuity = true
+    private var thread: Thread?
+    private let finished = NSCondition()
+    private var isFinished = false
+    private var lastAssemblerStatistics = AccessUnitAssembler.Statistics()
+
+    init(configuration: StreamConfiguration, writer: FrameRingWriter, logger: Logger) {
+        self.configuration = configuration
+        self.writer = writer
+        self.logger = logger
+        warnings = RateLimitedLogger(logger: logger)
+        splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
+        assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        decoder = StreamDecoder(configuration: configuration.decoder) { [unowned self] event in self.note(event) }
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "decode-\(configuration.name)"
+        thread.qualityOfService = .userInteractive
+        self.thread = thread
+        thread.start()
+    }
+
+    func enqueue(_ work: Work) { queue.push(work) }
+
+    /// Stops after everything queued before it, draining the decoder; returns once the thread has finished.
+    func stopAndWait() {
+        queue.push(.stop)
+        finished.lock()
+        while !isFinished { finished.wait() }
+        finished.unlock()
+    }
+
+    private func run() {
+        loop: while true {
+            switch queue.pop() {
+            case .listening:
+                writer.setState(.waiting)
+            case .connected(let id, let remote):
+                begin(id, remote: remote)
+            case .bytes(let bytes, let time, let id):
+                guard id == connection else { continue }
+                receive(bytes, at: time)
+            case .disconnected(let id, let reason):
+                guard id == connection else { continue }
+                end(reason: reason)
+                writer.setState(.waiting)
+            case .stop:
+                if connection != nil { end(reason: "daemon stopping") }
+                writer.setState(.stopped)
+                break loop
+            }
+        }
+        finished.lock()
+        isFinished = true
+        finished.signal()
+        finished.unlock()
+    }
+
+    // MARK: - Connections
+
+    private func begin(_ id: ConnectionID, remote: String) {
+        if connection != nil { end(reason: "taken over by \(remote)") }
+        connection = id
+        bytesThisConnection = 0
+        arrivals.removeAll(keepingCapacity: true)
+        // A new connection is a new byte stream: fresh framing and (with codec = auto) fresh detection. The
+        // decoder stays: identical parameter sets from the new sender cost no recreation.
+        splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
+        assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        lastAssemblerStatistics = AccessUnitAssembler.Statistics()
+        discontinuity = true
+        writer.count(\.connections)
+        writer.setState(.streaming)
+        logger.info("sender connected", metadata: ["remote": "\(remote)"])
+    }
+
+    private func end(reason: String) {
+        var units: [NALUnit] = []
+        splitter.flush { units.append($0) }
+        process(units)
+        var events: [AssemblerEvent] = []
+        assembler.endAccessUnit { events.append($0) }
+        for event in events { handle(event) }
+        decoder.drain { publish($0) }
+        pending.removeAll()
+        logger.info("sender disconnected: \(reason)", metadata: [
+            "bytes": "\(bytesThisConnection)", "access_units": "\(assembler.statistics.accessUnits)",
+        ])
+        connection = nil
+    }
+
+    // MARK: - Bytes to access units
+
+    private func receive(_ bytes: [UInt8], at time: UInt64) {
+        arrivals.append((splitter.statistics.bytesIn, time))
+        if arrivals.count > 4096 { arrivals.removeFirst(2048) }
+        bytesThisConnection += Int64(bytes.count)
+        writer.count(\.bytesReceived, UInt64(bytes.count))
+        var units: [NALUnit] = []
+        let before = splitter.statistics
+        splitter.append(bytes) { units.append($0) }
+        let after = splitter.statistics
+        if after.oversizedNALUnits > before.oversizedNALUnits {
+            warnings.log(.warning, key: "oversized-nal", now: time,
+                         "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
+        }
+        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits {
+            warnings.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
+        }
+        process(units)
+    }
+
+    private func process(_ units: [NALUnit]) {
+        for unit in units {
+            var events: [AssemblerEvent] = []
+            assembler.push(unit) { events.append($0) }
+            for event in events { handle(event) }
+        }
+    }
+
+    private func arrivalTime(ofOffset offset: Int64) -> UInt64 {
+        var best = arrivals.first?.time ?? MonotonicClock.nanoseconds()
+        for arrival in arrivals.reversed() where arrival.offset <= offset {
+            best = arrival.time
+            break
+        }
+        return best
+    }
+
+    private func handle(_ event: AssemblerEvent) {
+        switch event {
+        case .codecDetected(let codec):
+            writer.setCodec(codec.rawValue)
+            logger.info("codec detected", metadata: ["codec": "\(codec.rawValue)"])
+        case .parameterSet(let set):
+            describe(set)
+        case .problem(let problem):
+            warnings.log(.warning, key: "problem-\(problem.kind.rawValue)", now: MonotonicClock.nanoseconds(),
+                         "stream defect: \(problem)")
+        case .accessUnit(let unit):
+            decode(unit)
+        }
+    }
+
+    private func describe(_ set: ParameterSetEvent) {
+        var metadata: Logger.Metadata = ["codec": "\(set.codec.rawValue)", "id": "\(set.id)"]
+        if let format = set.format {
+            metadata["size"] = "\(format.width)x\(format.height)"
+            metadata["chroma"] = "\(format.chromaFormat)"
+            metadata["bit_depth"] = "\(format.bitDepthLuma)"
+            metadata["fps"] = "\(format.frameRate?.description ?? "?")"
+            metadata["reorder"] = "\(format.reorderDepth.map(String.init) ?? "?")"
+        }
+        if let changes = set.changes {
+            metadata["changes"] = "\(changes.isEmpty ? "content" : changes.description)"
+        }
+        logger.log(level: set.kind == .pps ? .debug : .info,
+                   "\(set.kind.rawValue.uppercased()) \(set.changes == nil ? "received" : "changed")", metadata: metadata)
+    }
+
+    // MARK: - Decoding and publishing
+
+    private func decode(_ unit: AccessUnit) {
+        let now = MonotonicClock.nanoseconds()
+        writer.count(\.accessUnits)
+        if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
+            writer.count(\.framesDropped)
+            warnings.log(.warning, key: "too-large", now: now,
+                         "frame of \(format.width)x\(format.height) refused: larger than max_width × max_height (\(configuration.maxWidth)x\(configuration.maxHeight))")
+            return
+        }
+        if let change = unit.displayOrientation { orientation = change }
+        let pts = nextPTS
+        nextPTS += 1
+        pending[pts] = PendingFrame(
+            timeFirstByte: arrivalTime(ofOffset: unit.streamOffset), timeComplete: now,
+            keyframe: unit.isKeyframe, orientation: orientation, format: unit.format)
+        if pending.count > 512 {
+            // Access units that produced no frame (undecodable, dropped by the decoder) leave stale entries.
+            for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
+        }
+        let input = DecoderInput(
+            codec: unit.codec, data: unit.data, pts: pts, isRandomAccess: unit.isKeyframe,
+            parameterSets: unit.parameterSets, reorderDepth: unit.format?.reorderDepth,
+            reorderDepthIsSignalled: unit.format?.reorderDepthIsSignalled ?? false,
+            decodedPictureBufferFrames: unit.format?.decodedPictureBufferFrames ?? 16,
+            undecodable: unit.hasPicture && unit.format == nil)
+        decoder.decode(input) { publish($0) }
+    }
+
+    private func publish(_ frame: DecodedFrame) {
+        let decodedAt = MonotonicClock.nanoseconds()
+        writer.count(\.framesDecoded)
+        guard let format = frame.outputFormat(configuration.decoder.output) else {
+            writer.count(\.framesDropped)
+            warnings.log(.error, key: "pixel-format", now: decodedAt,
+                         "frame in pixel format \(frame.decoderPixelFormatName) cannot be published; dropped")
+            return
+        }
+        let meta = pending.removeValue(forKey: frame.pts)
+        var metadata = FrameMetadata()
+        var flags: FrameFlags = []
+        if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
+        if frame.isCorrupt { flags.insert(.corrupt) }
+        if discontinuity { flags.insert(.discontinuity) }
+        if let orientation = meta?.orientation {
+            if orientation.horizontalFlip { flags.insert(.horizontalFlip) }
+            if orientation.verticalFlip { flags.insert(.verticalFlip) }
+            metadata.rotation = Int32(orientation.anticlockwiseRotation)
+        }
+        metadata.flags = flags
+        metadata.pts = frame.pts
+        metadata.timeFirstByte = meta?.timeFirstByte ?? 0
+        metadata.timeAccessUnitComplete = meta?.timeComplete ?? 0
+        metadata.timeDecoded = decodedAt
+        let sar = frame.sampleAspectRatio
+        metadata.sampleAspectRatio = (sar.0, sar.1)
+        metadata.colorRange = frame.colorRange
+        metadata.colorPrimaries = frame.colorPrimaries
+        metadata.colorTransfer = frame.colorTransfer
+        metadata.colorMatrix = frame.colorMatrix
+        if let format = meta?.format, format.width <= frame.width, format.height <= frame.height {
+            // libavcodec applied the cropping except an unaligned left/top part: that remainder is the offset.
+            metadata.visible = (UInt32(frame.width - format.width), UInt32(frame.height - format.height),
+                                UInt32(format.width), UInt32(format.height))
+        }
+        guard writer.isIntact || recreateWriter() else {
+            writer.count(\.framesDropped)
+            return
+        }
+        let layout = FrameLayout(format: format, width: frame.width, height: frame.height)
+        var failure: DecoderError?
+        let outcome = writer.publish(layout: layout, metadata: metadata) { destination, layout in
+            do throws(DecoderError) { try frame.write(into: destination, layout: layout) } catch { failure = error }
+        }
+        if let failure {
+            warnings.log(.error, key: "write", now: decodedAt, "frame could not be written: \(failure)")
+        }
+        switch outcome {
+        case .published:
+            discontinuity = false
+        case .refused(let needed, let capacity):
+            writer.count(\.framesDropped)
+            warnings.log(.error, key: "slot-capacity", now: decodedAt,
+                         "\(frame.width)x\(frame.height) \(format) frame needs \(needed) bytes, slots hold \(capacity): dropped (raise max_width/max_height)")
+        }
+    }
+
+    /// The shm object was truncated by someone else: make a new one rather than fault on the old.
+    private func recreateWriter() -> Bool {
+        logger.error("shared-memory object /dev/shm/\(configuration.shmName) was truncated by another process; re-creating it")
+        do {
+            writer.unlink()
+            writer = try FrameRingWriter(configuration: writer.configuration)
+            writer.setState(connection == nil ? .waiting : .streaming)
+            if let codec = assembler.codec { writer.setCodec(codec.rawValue) }
+            return true
+        } catch {
+            logger.error("cannot re-create /dev/shm/\(configuration.shmName): \(error)")
+            return false
+        }
+    }
+
+    // MARK: - Decoder events
+
+    private func note(_ event: StreamDecoderEvent) {
+        let now = MonotonicClock.nanoseconds()
+        switch event {
+        case .pathSelected(let summary):
+            logger.notice("\(summary)")
+        case .created(let recreation, let hardware, let lowDelay):
+            if recreation { writer.count(\.decoderRecreations) }
+            logger.info(recreation ? "decoder recreated for new parameter sets" : "decoder created", metadata: [
+                "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)",
+            ])
+            discontinuity = discontinuity || recreation
+        case .creationFailed(let error, let attempt):
+            logger.error("decoder creation failed (attempt \(attempt) of \(StreamDecoder.maximumCreationAttempts)): \(error)")
+        case .decodeFailed(let error, let consecutive):
+            writer.count(\.decodeErrors)
+            warnings.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")
+        case .reset(let failures):
+            writer.setState(.degraded)
+            discontinuity = true
+            logger.error("\(failures) consecutive decode failures: decoder reset, waiting for the next keyframe")
+        case .fellBackToSoftware(let reason):
+            logger.warning("hardware decoding failed on the first keyframe (\(reason)): falling back to software")
+        case .waitingForKeyframe:
+            logger.info("waiting for a keyframe before decoding")
+        }
+        if case .created = event, connection != nil { writer.setState(.streaming) }
+    }
+}

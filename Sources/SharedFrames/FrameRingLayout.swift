@@ -1,0 +1,123 @@
+import CFrameRing
+import Glibc
+
+/// Stream state as the ABI's `enum streamrecv_stream_state`.
+public enum StreamState: UInt32, Sendable, CustomStringConvertible {
+    case starting = 0, waiting = 1, streaming = 2, degraded = 3, stopped = 4
+
+    public var description: String {
+        switch self {
+        case .starting: return "starting"
+        case .waiting: return "waiting"
+        case .streaming: return "streaming"
+        case .degraded: return "degraded"
+        case .stopped: return "stopped"
+        }
+    }
+}
+
+/// Frame flags as the ABI's `STREAMRECV_FRAME_*`.
+public struct FrameFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public static let keyframe = Self(rawValue: 1 << 0)
+    public static let corrupt = Self(rawValue: 1 << 1)
+    public static let discontinuity = Self(rawValue: 1 << 2)
+    public static let horizontalFlip = Self(rawValue: 1 << 3)
+    public static let verticalFlip = Self(rawValue: 1 << 4)
+}
+
+/// Sizes and offsets of one ring object, derived from its configuration (see streamrecv_shm.h).
+struct RingGeometry: Equatable {
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    let slotCount: Int
+    let slotTableOffset: Int
+    let slotDataOffset: Int
+    let slotDataStride: Int
+    let slotDataCapacity: Int
+    let totalSize: Int
+
+    init(slotCount: Int, slotCapacity: Int) {
+        self.slotCount = slotCount
+        slotTableOffset = Int(STREAMRECV_SHM_HEADER_SIZE)
+        slotDataOffset = Self.roundUp(slotTableOffset + slotCount * Int(STREAMRECV_SHM_SLOT_SIZE))
+        slotDataCapacity = slotCapacity
+        slotDataStride = Self.roundUp(slotCapacity)
+        totalSize = slotDataOffset + slotCount * slotDataStride
+    }
+
+    static func roundUp(_ value: Int) -> Int { (value + pageSize - 1) / pageSize * pageSize }
+}
+
+/// Pointers into a mapped ring, computed from the C struct layout (never from Swift guesses).
+struct RingPointers {
+    let base: UnsafeMutableRawPointer
+
+    var header: UnsafeMutablePointer<streamrecv_shm_header> {
+        base.assumingMemoryBound(to: streamrecv_shm_header.self)
+    }
+
+    func headerField<T>(_ field: PartialKeyPath<streamrecv_shm_header>, as type: T.Type) -> UnsafeMutablePointer<T> {
+        (base + MemoryLayout<streamrecv_shm_header>.offset(of: field)!).assumingMemoryBound(to: T.self)
+    }
+
+    func slot(_ index: Int) -> UnsafeMutablePointer<streamrecv_shm_slot> {
+        let offset = Int(header.pointee.slot_table_offset) + index * Int(STREAMRECV_SHM_SLOT_SIZE)
+        return (base + offset).assumingMemoryBound(to: streamrecv_shm_slot.self)
+    }
+
+    func slotData(_ index: Int) -> UnsafeMutableRawPointer {
+        base + Int(header.pointee.slot_data_offset) + index * Int(header.pointee.slot_data_stride)
+    }
+}
+
+/// The ring's counters, as published in the header.
+public struct RingCounters: Sendable, Equatable {
+    public var bytesReceived: UInt64 = 0
+    public var accessUnits: UInt64 = 0
+    public var framesDecoded: UInt64 = 0
+    public var framesPublished: UInt64 = 0
+    public var framesDropped: UInt64 = 0
+    public var decodeErrors: UInt64 = 0
+    public var decoderRecreations: UInt64 = 0
+    public var connections: UInt64 = 0
+    public init() {}
+}
+
+extension RingPointers {
+    nonisolated(unsafe) static let counterFields: [WritableKeyPath<RingCounters, UInt64>: PartialKeyPath<streamrecv_shm_header>] = [
+        \.bytesReceived: \streamrecv_shm_header.bytes_received,
+        \.accessUnits: \streamrecv_shm_header.access_units,
+        \.framesDecoded: \streamrecv_shm_header.frames_decoded,
+        \.framesPublished: \streamrecv_shm_header.frames_published,
+        \.framesDropped: \streamrecv_shm_header.frames_dropped,
+        \.decodeErrors: \streamrecv_shm_header.decode_errors,
+        \.decoderRecreations: \streamrecv_shm_header.decoder_recreations,
+        \.connections: \streamrecv_shm_header.connections,
+    ]
+
+    func loadCounters() -> RingCounters {
+        var counters = RingCounters()
+        for (key, field) in Self.counterFields {
+            counters[keyPath: key] = streamrecv_shm_load_u64(headerField(field, as: UInt64.self))
+        }
+        return counters
+    }
+}
+
+/// Fixed-size C char arrays (imported as tuples) to and from Swift strings.
+enum CString {
+    static func read<T>(_ tuple: T) -> String {
+        withUnsafeBytes(of: tuple) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    static func write(_ string: String, to pointer: UnsafeMutableRawPointer, capacity: Int) {
+        let bytes = Array(string.utf8.prefix(capacity - 1))
+        pointer.initializeMemory(as: UInt8.self, repeating: 0, count: capacity)
+        if !bytes.isEmpty { bytes.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) } }
+    }
+}

@@ -1,0 +1,129 @@
+import ArgumentParser
+import FrameFormats
+import Glibc
+import SharedFrames
+
+/// `streamrecvctl cat NAME`: decoded frames to standard output (or files) as y4m or raw video.
+struct CatCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cat",
+        abstract: "Write a stream's frames as y4m (planar) or raw video.",
+        discussion: """
+            Starts with the next frame published. A y4m stream cannot change size or pixel format: at such a change \
+            writing to standard output ends with exit status 3, while --output PATTERN (e.g. seg%d.y4m) starts a new \
+            file per format segment. Frames skipped because this reader fell behind are reported on standard error.
+            Exit status: 0 after --frames frames, 2 on --timeout, 3 at a format change on standard output, \
+            4 when the format cannot be written as y4m, 5 when the daemon stopped.
+            """)
+
+    enum Format: String, ExpressibleByArgument { case y4m, raw }
+
+    @OptionGroup var stream: StreamLocation
+
+    @Option(help: "Stop after this many frames.")
+    var frames: Int?
+
+    @Option(help: "y4m (planar, for ffmpeg/ffplay -f yuv4mpegpipe) or raw (the published layout, e.g. nv12).")
+    var format: Format = .y4m
+
+    @Option(help: "Give up when no frame arrives for this many seconds.")
+    var timeout: Double?
+
+    @Option(help: "Write to files instead of standard output; %d is replaced by the format segment (0, 1, …).")
+    var output: String?
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)  // a closed pipe ends the output with EPIPE, handled below
+        let reader = try stream.attach()
+        var writer = SegmentWriter(pattern: output)
+        var previous = reader.latestSequence
+        var pixels: [UInt8] = []
+        var written = 0
+        var header: FrameLayout?
+        var lapped = reader.lappedFrames
+        printError("streamrecvctl: reading /dev/shm/\(reader.shmName) after frame \(previous)")
+        let timeoutNanoseconds = timeout.map { Int64($0 * 1e9) } ?? Int64.max / 2
+        while frames.map({ written < $0 }) ?? true {
+            switch reader.next(after: previous, into: &pixels, timeoutNanoseconds: timeoutNanoseconds) {
+            case .timedOut:
+                printError("streamrecvctl: no frame for \(timeout ?? 0) s")
+                throw ExitCode(2)
+            case .stopped:
+                printError("streamrecvctl: the stream's writer is gone")
+                throw ExitCode(5)
+            case .frame(let info):
+                if reader.lappedFrames > lapped {
+                    printError("streamrecvctl: lapped: \(reader.lappedFrames - lapped) frame(s) skipped before frame \(info.sequence)")
+                    lapped = reader.lappedFrames
+                }
+                previous = info.sequence
+                let layout = info.layout
+                if header.map({ $0.format != layout.format || $0.width != layout.width || $0.height != layout.height }) ?? true {
+                    if header != nil && output == nil && format == .y4m {
+                        printError("streamrecvctl: format changed to \(layout.width)x\(layout.height) \(layout.format) at frame \(info.sequence); y4m on standard output ends here (use --output PATTERN)")
+                        throw ExitCode(3)
+                    }
+                    try writer.startSegment()
+                    if format == .y4m {
+                        guard let colourSpace = PlanarConversion.y4mColourSpace(layout.format) else {
+                            printError("streamrecvctl: \(layout.format) cannot be written as y4m; use --format raw")
+                            throw ExitCode(4)
+                        }
+                        let sar = info.sarNumerator > 0 ? "\(info.sarNumerator):\(info.sarDenominator)" : "0:0"
+                        try writer.write(Array("YUV4MPEG2 W\(layout.width) H\(layout.height) F25:1 Ip A\(sar) C\(colourSpace)\n".utf8))
+                    }
+                    header = layout
+                }
+                if format == .y4m {
+                    try writer.write(Array("FRAME\n".utf8))
+                    try writer.write(PlanarConversion.planar(pixels, layout: layout))
+                } else {
+                    try writer.write(PlanarConversion.packed(pixels, layout: layout))
+                }
+                written += 1
+            }
+        }
+    }
+}
+
+/// Standard output, or one file per format segment.
+struct SegmentWriter {
+    let pattern: String?
+    private var descriptor: Int32 = 1
+    private var segment = -1
+
+    init(pattern: String?) { self.pattern = pattern }
+
+    mutating func startSegment() throws {
+        segment += 1
+        guard let pattern else { return }
+        if descriptor != 1 { close(descriptor) }
+        let path = pattern.replacingOccurrences(of: "%d", with: String(segment))
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw ValidationError("cannot create \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                if errno == EPIPE { throw ExitCode(0) }
+                throw ValidationError("write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
+}
+
+extension String {
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
+
+func printError(_ text: String) {
+    let line = text + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import Glibc
+import SharedFrames
+
+/// `streamrecvctl status [NAME]`: what every stream (or one) is doing, from the shm headers alone.
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the state and counters of streams, read from their shared-memory headers.")
+
+    @Argument(help: "A stream name; all streamrecv-* objects in /dev/shm when omitted.")
+    var name: String?
+
+    @Option(help: "The shm object's name under /dev/shm, when it is not streamrecv-NAME.")
+    var shm: String?
+
+    @Flag(help: "One JSON object per stream instead of a table.")
+    var json = false
+
+    func run() throws {
+        let names: [String]
+        if let shm { names = [shm] } else if let name { names = ["streamrecv-" + name] } else { names = Self.ringNames() }
+        var rows: [RingStatus] = []
+        var failures: [String] = []
+        for shmName in names {
+            do {
+                rows.append(try FrameRingReader(shmName: shmName).status)
+            } catch {
+                failures.append("\(error)")
+            }
+        }
+        if json {
+            for status in rows { print(Self.json(status)) }
+        } else {
+            print(pad("STREAM", 14) + pad("STATE", 10) + pad("CODEC", 6) + pad("FRAMES", 10) + pad("DROPPED", 8)
+                  + pad("ERRORS", 7) + pad("RECREATED", 10) + pad("SENDERS", 8) + "WRITER")
+            for status in rows {
+                let c = status.counters
+                print(pad(status.streamName, 14) + pad(status.state.description, 10) + pad(status.codec.isEmpty ? "-" : status.codec, 6)
+                      + pad(String(c.framesPublished), 10) + pad(String(c.framesDropped), 8) + pad(String(c.decodeErrors), 7)
+                      + pad(String(c.decoderRecreations), 10) + pad(String(c.connections), 8) + "pid \(status.writerPID)")
+            }
+        }
+        for failure in failures { printError("streamrecvctl: \(failure)") }
+        if rows.isEmpty && !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    static func ringNames() -> [String] {
+        guard let directory = opendir("/dev/shm") else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix("streamrecv-") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func json(_ status: RingStatus) -> String {
+        var line = JSONLine()
+        line.add("stream", status.streamName)
+        line.add("state", status.state.description)
+        line.add("codec", status.codec.isEmpty ? nil : status.codec)
+        line.add("writer_pid", Int(status.writerPID))
+        line.add("latest_sequence", Int64(status.latestSequence))
+        line.add("generation", Int64(status.generation))
+        line.add("slots", status.slotCount)
+        line.add("max_width", status.maxWidth)
+        line.add("max_height", status.maxHeight)
+        let c = status.counters
+        line.add("bytes_received", Int64(c.bytesReceived))
+        line.add("access_units", Int64(c.accessUnits))
+        line.add("frames_decoded", Int64(c.framesDecoded))
+        line.add("frames_published", Int64(c.framesPublished))
+        line.add("frames_dropped", Int64(c.framesDropped))
+        line.add("decode_errors", Int64(c.decodeErrors))
+        line.add("decoder_recreations", Int64(c.decoderRecreations))
+        line.add("connections", Int64(c.connections))
+        return line.rendered
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}

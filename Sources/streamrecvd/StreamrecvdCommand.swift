@@ -1,0 +1,52 @@
+import Glibc
+import ArgumentParser
+import Logging
+import Pipeline
+
+/// `streamrecvd`: parse arguments, set up logging, run the daemon. Nothing else lives here.
+@main
+struct StreamrecvdCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "streamrecvd",
+        abstract: "Receive live H.264/H.265 over the network and publish decoded frames in shared memory.")
+
+    @Option(help: "Configuration file.")
+    var config: String = "/etc/streamrecvd/streamrecvd.toml"
+
+    @Option(name: .customLong("check-config"), help: "Validate FILE, print a summary, and exit (status 1 on errors).")
+    var checkConfig: String?
+
+    func run() async throws {
+        let path = checkConfig ?? config
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try ConfigurationLoader.load(path: path)
+        } catch {
+            printError("streamrecvd: \(error)")
+            throw ExitCode(1)
+        }
+        if checkConfig != nil {
+            print("\(path): ok, \(configuration.streams.count) stream(s): "
+                + configuration.streams.map { "\($0.name) on \($0.listen)" }.joined(separator: ", "))
+            return
+        }
+        let level = Logger.Level(rawValue: configuration.logLevel.rawValue) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "streamrecvd")
+        do {
+            try await Daemon.run(configuration: configuration, logger: logger)
+        } catch {
+            logger.critical("stopping: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+func printError(_ text: String) {
+    let line = text + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}

@@ -1,0 +1,78 @@
+import Bitstream
+import Decoding
+import Pipeline
+import Testing
+
+@Suite struct ConfigurationTests {
+    @Test func theShippedDefaultConfigurationIsValid() throws {
+        let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let configuration = try ConfigurationLoader.load(path: "/" + path + "/etc/streamrecvd/streamrecvd.toml")
+        #expect(configuration.streams.count == 1)
+        let desk = configuration.streams[0]
+        #expect(desk.name == "desk" && desk.shmName == "streamrecv-desk")
+        #expect(desk.listen == ListenAddress(transport: .tcp, host: "127.0.0.1", port: 5000))
+        #expect(desk.codec == nil && desk.decoder.hardware == .auto && desk.decoder.output == .auto)
+        #expect(desk.slots == 8 && desk.maxWidth == 3840 && desk.maxHeight == 2160)
+    }
+
+    @Test func everyKeyIsRead() throws {
+        let configuration = try ConfigurationLoader.parse("""
+            [daemon]
+            log_level = "debug"
+
+            [[stream]]
+            name = "cam-1"
+            listen = "tcp://[::1]:6000"
+            codec = "h265"
+            hwaccel = "none"
+            output = "native"
+            slots = 16
+            max_width = 1920
+            max_height = 1080
+            shm_name = "cams-1"
+            shm_mode = "0660"
+            second_sender = "takeover"
+            idle_timeout = 2.5
+            threads = 2
+            threading = "frame"
+            max_access_unit_bytes = 8388608
+
+            [[stream]]
+            name = "cam_2"
+            listen = "tcp://0.0.0.0:6001"
+            """, file: "test.toml")
+        #expect(configuration.logLevel == .debug)
+        let first = configuration.streams[0]
+        #expect(first.listen.host == "::1" && first.listen.port == 6000)
+        #expect(first.codec == .h265 && first.decoder.hardware == .none && first.decoder.output == .native)
+        #expect(first.slots == 16 && first.maxWidth == 1920 && first.maxHeight == 1080)
+        #expect(first.shmName == "cams-1" && first.shmMode == 0o660 && first.secondSender == .takeover)
+        #expect(first.idleTimeout == 2.5 && first.decoder.threads == 2 && first.decoder.threading == .frame)
+        #expect(first.maxAccessUnitBytes == 8 << 20)
+        #expect(configuration.streams[1].shmName == "streamrecv-cam_2")
+    }
+
+    @Test(arguments: [
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nmax_widht = 5\n", 4, "unknown key 'max_widht'"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:1\"\n", 3, "scheme 'udp' is not supported"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:70000\"\n", 3, "port"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nhwaccel = \"metal\"\n", 4, "hwaccel must be"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nslots = 1\n", 4, "slots must be"),
+        ("[[stream]]\nname = \"a b\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "name must be"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:2\"\n", 5, "used twice"),
+        ("[daemon]\nlog_level = \"loud\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "log_level"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0777\"\n", 4, "shm_mode"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nslots = \n", 4, "expected value"),
+        ("[daemon]\n", nil, "no [[stream]]"),
+    ] as [(String, Int?, String)])
+    func errorsNameTheirLine(text: String, line: Int?, message: String) {
+        do {
+            _ = try ConfigurationLoader.parse(text, file: "bad.toml")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.line == line, "\(error)")
+            #expect(error.message.contains(message), "\(error)")
+            #expect(error.description.hasPrefix("bad.toml:"))
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import CFrameRing
+import Foundation
+import FrameFormats
+import Glibc
+import SharedFrames
+import StreamrecvTestSupport
+import Testing
+
+func uniqueShmName(_ label: String) -> String {
+    "streamrecv-test-\(label)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+}
+
+/// Fills a frame so that every byte depends on the sequence number: a torn copy cannot look whole.
+func pattern(_ destination: UnsafeMutableRawBufferPointer, sequence: UInt64) {
+    let seed = UInt8(truncatingIfNeeded: sequence &* 37)
+    for index in 0..<destination.count { destination[index] = seed &+ UInt8(truncatingIfNeeded: index / 64) }
+}
+
+func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
+    let seed = UInt8(truncatingIfNeeded: sequence &* 37)
+    for index in pixels.indices where pixels[index] != seed &+ UInt8(truncatingIfNeeded: index / 64) { return false }
+    return true
+}
+
+@Suite(.serialized) struct FrameRingTests {
+    @Test func pixelFormatsMatchTheCHeader() {
+        #expect(PixelFormat.yuv420p.rawValue == STREAMRECV_PIXEL_FORMAT_YUV420P.rawValue)
+        #expect(PixelFormat.nv12.rawValue == STREAMRECV_PIXEL_FORMAT_NV12.rawValue)
+        #expect(PixelFormat.p010.rawValue == STREAMRECV_PIXEL_FORMAT_P010.rawValue)
+        #expect(PixelFormat.gray10.rawValue == STREAMRECV_PIXEL_FORMAT_GRAY10.rawValue)
+        #expect(PixelFormat.gbrp10.rawValue == STREAMRECV_PIXEL_FORMAT_GBRP10.rawValue)
+        #expect(MemoryLayout<streamrecv_shm_header>.size == Int(STREAMRECV_SHM_HEADER_SIZE))
+        #expect(MemoryLayout<streamrecv_shm_slot>.size == Int(STREAMRECV_SHM_SLOT_SIZE))
+        #expect(MemoryLayout<streamrecv_shm_slot>.offset(of: \.visible_x) == 192)
+    }
+
+    @Test func headerCompilesStandaloneAsC11() throws {
+        let header = TestEnvironment.repositoryRoot.appendingPathComponent("Sources/CFrameRing/include/streamrecv_shm.h").path
+        try runChecked("cc", ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c", header])
+        try runChecked("c++", ["-std=c++17", "-Wall", "-Werror", "-fsyntax-only", "-x", "c++", header])
+    }
+
+    @Test func publishedFramesReadBackWithTheirFields() throws {
+        let name = uniqueShmName("roundtrip")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "roundtrip", slotCount: 4, maxWidth: 64, maxHeight: 48))
+        writer.setCodec("h264")
+        writer.setState(.streaming)
+        let reader = try FrameRingReader(shmName: name)
+        #expect(reader.status.state == .streaming && reader.status.codec == "h264")
+        var metadata = FrameMetadata()
+        metadata.flags = [.keyframe, .discontinuity]
+        metadata.pts = 42
+        metadata.rotation = 16384
+        metadata.visible = (2, 0, 60, 48)
+        let layout = FrameLayout(format: .nv12, width: 64, height: 48)
+        #expect(writer.publish(layout: layout, metadata: metadata) { pattern($0, sequence: 1); _ = $1 } == .published(sequence: 1))
+        var pixels: [UInt8] = []
+        guard case .frame(let info) = reader.read(sequence: 1, into: &pixels) else {
+            Issue.record("frame 1 not readable")
+            return
+        }
+        #expect(info.layout == layout && info.flags == [.keyframe, .discontinuity])
+        #expect(info.pts == 42 && info.rotation == 16384 && info.visible == [2, 0, 60, 48])
+        #expect(info.timePublished >= info.timeDecoded)
+        #expect(matchesPattern(pixels, sequence: 1))
+        #expect(reader.read(sequence: 2, into: &pixels) == .notYetPublished)
+    }
+
+    @Test func aSlowReaderIsToldItWasLapped() throws {
+        let name = uniqueShmName("lapped")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "lapped", slotCount: 3, maxWidth: 32, maxHeight: 32))
+        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
+        for sequence in 1...10 {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+        }
+        let reader = try FrameRingReader(shmName: name)
+        var pixels: [UInt8] = []
+        #expect(reader.read(sequence: 2, into: &pixels) == .lapped(oldestAvailable: 8))
+        guard case .frame(let info) = reader.next(after: 1, into: &pixels, timeoutNanoseconds: 0) else {
+            Issue.record("no frame")
+            return
+        }
+        #expect(info.sequence == 8)
+        #expect(reader.lappedFrames == 6)
+    }
+
+    /// A writer thread rewrites slots as fast as it can while readers copy them: a torn copy would break the
+    /// per-sequence pattern. Every accepted frame must be whole.
+    @Test func noTornFrameIsEverAccepted() async throws {
+        let name = uniqueShmName("torn")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "torn", slotCount: 2, maxWidth: 256, maxHeight: 256))
+        let layout = FrameLayout(format: .yuv420p, width: 256, height: 256)
+        let frames: UInt64 = 3000
+        let writing = Thread {
+            for sequence in 1...frames {
+                _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
+            }
+        }
+        let reader = try FrameRingReader(shmName: name)
+        writing.start()
+        var accepted = 0
+        var previous: UInt64 = 0
+        var pixels: [UInt8] = []
+        while previous < frames {
+            guard case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 5_000_000_000) else {
+                Issue.record("reader stalled after \(previous)")
+                break
+            }
+            #expect(matchesPattern(pixels, sequence: info.sequence), "torn frame \(info.sequence) accepted")
+            accepted += 1
+            previous = info.sequence
+        }
+        #expect(accepted > 0)
+        #expect(UInt64(accepted) + reader.lappedFrames == frames)
+    }
+
+    @Test func aSecondWriterIsRefused() throws {
+        let name = uniqueShmName("exclusive")
+        defer { shm_unlink("/" + name) }
+        let configuration = FrameRingConfiguration(shmName: name, streamName: "x", slotCount: 2, maxWidth: 16, maxHeight: 16)
+        let first = try FrameRingWriter(configuration: configuration)
+        #expect(throws: SharedMemoryError.self) { _ = try FrameRingWriter(configuration: configuration) }
+        _ = first
+    }
+
+    @Test func aNewWriterTakesOverTheRingAndContinuesTheSequence() throws {
+        let name = uniqueShmName("takeover")
+        defer { shm_unlink("/" + name) }
+        let configuration = FrameRingConfiguration(shmName: name, streamName: "t", slotCount: 4, maxWidth: 16, maxHeight: 16)
+        let layout = FrameLayout(format: .gray8, width: 16, height: 16)
+        var first: FrameRingWriter? = try FrameRingWriter(configuration: configuration)
+        _ = first!.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 1); _ = $1 }
+        let reader = try FrameRingReader(shmName: name)
+        let epoch = reader.status.writerEpoch
+        first = nil
+        let second = try FrameRingWriter(configuration: configuration)
+        #expect(second.tookOver)
+        #expect(second.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 2); _ = $1 } == .published(sequence: 2))
+        var pixels: [UInt8] = []
+        guard case .frame(let info) = reader.next(after: 1, into: &pixels, timeoutNanoseconds: 0) else {
+            Issue.record("reader did not follow the restarted writer")
+            return
+        }
+        #expect(info.sequence == 2 && matchesPattern(pixels, sequence: 2))
+        #expect(reader.status.writerEpoch != epoch)
+    }
+
+    @Test func framesLargerThanASlotAreRefused() throws {
+        let name = uniqueShmName("refuse")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "r", slotCount: 2, maxWidth: 64, maxHeight: 64))
+        let outcome = writer.publish(layout: FrameLayout(format: .yuv444p10, width: 64, height: 64), metadata: FrameMetadata()) { _, _ in
+            Issue.record("fill called for a refused frame")
+        }
+        guard case .refused = outcome else {
+            Issue.record("accepted a frame larger than a slot")
+            return
+        }
+    }
+
+    @Test func readersRejectObjectsThatAreNotRings() throws {
+        let name = uniqueShmName("foreign")
+        defer { shm_unlink("/" + name) }
+        let descriptor = shm_open("/" + name, O_RDWR | O_CREAT, 0o600)
+        #expect(descriptor >= 0)
+        ftruncate(descriptor, 8192)
+        close(descriptor)
+        #expect(throws: AttachError.self) { _ = try FrameRingReader(shmName: name) }
+        #expect(throws: AttachError.self) { _ = try FrameRingReader(shmName: name + "-missing") }
+    }
+
+    @Test func aTruncatedRingIsReportedNotFaultedOn() throws {
+        let name = uniqueShmName("truncated")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "t", slotCount: 2, maxWidth: 64, maxHeight: 64))
+        let layout = FrameLayout(format: .nv12, width: 64, height: 64)
+        _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 1); _ = $1 }
+        let reader = try FrameRingReader(shmName: name)
+        let descriptor = shm_open("/" + name, O_RDWR, 0)
+        ftruncate(descriptor, 4096)
+        close(descriptor)
+        var pixels: [UInt8] = []
+        #expect(reader.read(sequence: 1, into: &pixels) == .invalid)
+        #expect(!writer.isIntact)
+    }
+}
