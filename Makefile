@@ -3,10 +3,12 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
-# ffmpeg brings ffmpeg/ffprobe with libx264 and libx265: the tests' reference decoder and stream generator.
-APT_PACKAGES := ffmpeg
+# libavcodec/libavutil headers for the decoder; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
+# libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
+# the shared-memory ABI header standalone in a test.
+APT_PACKAGES := libavcodec-dev libavutil-dev pkg-config ffmpeg gcc g++
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-SAMPLE := .build/sample/desk.h264
+CONFIG := etc/streamrecvd/streamrecvd.toml
 
 .PHONY: deps test run bench clean
 
@@ -27,13 +29,11 @@ test: deps
 	swift build --build-tests
 	swift test --disable-xctest
 
-## run: build streamrecvctl and inspect a generated 1080p sample stream (the daemon arrives with issue 3)
+## run: build and run the daemon on the default configuration (stream "desk" on tcp://127.0.0.1:5000)
 run: deps
+	swift build -c release --product streamrecvd
 	swift build -c release --product streamrecvctl
-	@mkdir -p $(dir $(SAMPLE))
-	@[ -s $(SAMPLE) ] || ffmpeg -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30 -frames:v 60 \
-		-c:v libx264 -preset veryfast -tune zerolatency -g 30 -f h264 $(SAMPLE)
-	.build/release/streamrecvctl inspect $(SAMPLE)
+	.build/release/streamrecvd --config $(CONFIG)
 
 ## bench: release benchmarks; rewrites docs/benchmarks.md
 bench: deps

@@ -20,15 +20,21 @@ final class SenderRegistry: Sendable {
         case refused
     }
 
+    /// Decides for a new connection. An admitted sender holds the stream until its channel closes (not merely
+    /// until it is active: a second connection can arrive before the first one's channel becomes active).
     func admit(_ channel: Channel) -> Admission {
-        state.withLockedValue { state in
-            if let active = state.active, policy == .refuse, active.channel.isActive { return .refused }
+        let admission: Admission = state.withLockedValue { state in
+            if state.active != nil, policy == .refuse { return .refused }
             let replaced = state.active?.channel
             let id = state.nextID
             state.nextID += 1
             state.active = (id, channel)
             return .accepted(id, replacing: replaced)
         }
+        if case .accepted(let id, _) = admission {
+            channel.closeFuture.whenComplete { [self] _ in release(id) }
+        }
+        return admission
     }
 
     func release(_ id: ConnectionID) {
@@ -74,7 +80,6 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        registry.release(id)
         worker.enqueue(.disconnected(id, reason: reason))
         context.fireChannelInactive()
     }
