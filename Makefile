@@ -6,7 +6,7 @@ export PATH := $(PATH):/opt/swift/usr/bin
 # libavcodec/libavutil headers for the decoder; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
 # libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
 # the shared-memory ABI header standalone in a test.
-APT_PACKAGES := libavcodec-dev libavutil-dev pkg-config ffmpeg gcc g++
+APT_PACKAGES := libavcodec-dev libavutil-dev pkg-config ffmpeg gcc g++ bc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
@@ -38,6 +38,8 @@ run: deps
 ## bench: release benchmarks; rewrites docs/benchmarks.md
 bench: deps
 	swift build -c release --product BitstreamBenchmark
+	swift build -c release --product streamrecvd
+	swift build -c release --product streamrecvctl
 	scripts/bench.sh
 
 clean:

@@ -37,7 +37,7 @@ public struct DecoderInput {
 /// What the decoder policy did; the pipeline logs each (one line per state change) and counts them.
 public enum StreamDecoderEvent: Sendable, Equatable {
     case pathSelected(String)
-    case created(recreation: Bool, hardware: String?, lowDelay: Bool)
+    case created(recreation: Bool, hardware: String?, lowDelay: Bool, threading: String)
     case creationFailed(DecoderError, attempt: Int)
     case decodeFailed(DecoderError, consecutive: Int)
     /// Too many consecutive failures: the decoder was torn down; decoding resumes at the next random-access point.
@@ -183,7 +183,8 @@ public final class StreamDecoder {
                 statistics.creations += 1
                 if recreation { statistics.recreations += 1 }
                 state = .decoding
-                report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay))
+                report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay,
+                               threading: decoder!.activeThreading))
                 return true
             } catch {
                 statistics.creationFailures += 1

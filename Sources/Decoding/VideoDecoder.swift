@@ -76,7 +76,9 @@ public final class VideoDecoder {
     ) throws(DecoderError) {
         self.codec = codec
         self.hardware = hardware
-        self.lowDelay = lowDelay && reorderDepth == 0
+        // libavcodec ignores frame threading when the flag is set; frame threading is an explicit request for
+        // throughput, so it wins.
+        self.lowDelay = lowDelay && reorderDepth == 0 && configuration.threading == .slice
         guard let decoder = avcodec_find_decoder(codec.codecID) else { throw .codecNotFound(codec.rawValue) }
         guard let context = avcodec_alloc_context3(decoder), let packet = av_packet_alloc(),
               let frame = av_frame_alloc(), let transfer = av_frame_alloc() else {
@@ -88,7 +90,7 @@ public final class VideoDecoder {
         self.transfer = transfer
         context.pointee.thread_type = configuration.threading == .frame ? FF_THREAD_FRAME : FF_THREAD_SLICE
         context.pointee.thread_count = Int32(configuration.threads)
-        if lowDelay { context.pointee.flags |= Int32(AV_CODEC_FLAG_LOW_DELAY) }
+        if self.lowDelay { context.pointee.flags |= Int32(AV_CODEC_FLAG_LOW_DELAY) }
         if reorderDepth == nil { context.pointee.has_b_frames = Int32(min(max(assumedReorderDepth, 0), 16)) }
         if let parameterSets, !parameterSets.isEmpty {
             let padded = parameterSets.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)
@@ -107,6 +109,16 @@ public final class VideoDecoder {
         }
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
+    }
+
+    /// What libavcodec actually runs: "frame threads × N", "slice threads × N" or "one thread" (it may refuse a
+    /// requested mode, e.g. frame threads together with low delay).
+    public var activeThreading: String {
+        guard let context else { return "closed" }
+        let count = context.pointee.thread_count
+        if context.pointee.active_thread_type & FF_THREAD_FRAME != 0 { return "frame threads × \(count)" }
+        if context.pointee.active_thread_type & FF_THREAD_SLICE != 0 { return "slice threads × \(count)" }
+        return "one thread"
     }
 
     deinit {

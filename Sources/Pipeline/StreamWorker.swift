@@ -315,10 +315,10 @@ final class StreamWorker: @unchecked Sendable {
         switch event {
         case .pathSelected(let summary):
             logger.notice("\(summary)")
-        case .created(let recreation, let hardware, let lowDelay):
+        case .created(let recreation, let hardware, let lowDelay, let threading):
             if recreation { writer.count(\.decoderRecreations) }
             logger.info(recreation ? "decoder recreated for new parameter sets" : "decoder created", metadata: [
-                "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)",
+                "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)", "threads": "\(threading)",
             ])
             discontinuity = discontinuity || recreation
         case .creationFailed(let error, let attempt):

@@ -37,6 +37,8 @@ public struct RingStatus: Sendable {
     public var maxWidth: Int
     public var maxHeight: Int
     public var counters: RingCounters
+    /// CLOCK_MONOTONIC time the newest frame was published (0 when none, or when it is being overwritten).
+    public var latestPublishedNanoseconds: UInt64
 }
 
 public enum ReadOutcome: Sendable, Equatable {
@@ -117,15 +119,24 @@ public final class FrameRingReader: @unchecked Sendable {
         object.withMapping { base in
             let ring = RingPointers(base: base)
             let header = ring.header.pointee
+            let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
+            var published: UInt64 = 0
+            if latest > 0, header.slot_count > 0, object.currentSize >= object.size {
+                let slot = UnsafePointer(ring.slot(Int((latest - 1) % UInt64(header.slot_count))))
+                let begin = streamrecv_shm_read_begin(slot)
+                let time = slot.pointee.time_published_ns
+                if slot.pointee.sequence == latest && streamrecv_shm_read_end(slot, begin) != 0 { published = time }
+            }
             return RingStatus(
                 streamName: CString.read(header.stream_name), codec: CString.read(header.codec),
                 state: StreamState(rawValue: streamrecv_shm_load_u32(ring.headerField(\.stream_state, as: UInt32.self))) ?? .stopped,
                 writerPID: header.writer_pid,
                 writerEpoch: streamrecv_shm_load_u64(ring.headerField(\.writer_epoch, as: UInt64.self)),
                 generation: streamrecv_shm_load_u64(ring.headerField(\.generation, as: UInt64.self)),
-                latestSequence: streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self)),
+                latestSequence: latest,
                 slotCount: Int(header.slot_count), slotCapacity: Int(header.slot_data_capacity),
-                maxWidth: Int(header.max_width), maxHeight: Int(header.max_height), counters: ring.loadCounters())
+                maxWidth: Int(header.max_width), maxHeight: Int(header.max_height), counters: ring.loadCounters(),
+                latestPublishedNanoseconds: published)
         }
     }
 

@@ -63,6 +63,7 @@ struct StatusCommand: ParsableCommand {
         line.add("codec", status.codec.isEmpty ? nil : status.codec)
         line.add("writer_pid", Int(status.writerPID))
         line.add("latest_sequence", Int64(status.latestSequence))
+        line.add("latest_published_ns", Int64(bitPattern: status.latestPublishedNanoseconds))
         line.add("generation", Int64(status.generation))
         line.add("slots", status.slotCount)
         line.add("max_width", status.maxWidth)

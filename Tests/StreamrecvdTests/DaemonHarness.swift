@@ -67,7 +67,7 @@ final class DaemonProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: tool("streamrecvd"))
         process.arguments = ["--config", configPath]
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
         process.standardOutput = log
