@@ -76,7 +76,16 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
-        worker.enqueue(.bytes(bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id))
+        guard !worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id) else { return }
+        // The decode thread is behind: stop reading; TCP flow control holds the sender back until it catches up.
+        let channel = context.channel
+        _ = channel.setOption(ChannelOptions.autoRead, value: false)
+        logger.debug("decoder behind by \(worker.backlogHighWater) bytes: pausing reads from the sender")
+        worker.whenDrained {
+            channel.eventLoop.execute {
+                _ = channel.setOption(ChannelOptions.autoRead, value: true)
+            }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -3,6 +3,7 @@ import Decoding
 import FrameFormats
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import SharedFrames
 
 /// Identifies one sender connection.
@@ -30,6 +31,10 @@ final class StreamWorker: @unchecked Sendable {
 
     let configuration: StreamConfiguration
     private let queue = WorkQueue<Work>()
+    /// Bytes queued for this thread above which the listener stops reading from the socket.
+    let backlogHighWater: Int
+    /// Called (on this thread) once a paused listener may read again.
+    private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     private var logger: Logger
     private var warnings: RateLimitedLogger
     private var writer: FrameRingWriter
@@ -54,6 +59,7 @@ final class StreamWorker: @unchecked Sendable {
         self.writer = writer
         self.logger = logger
         warnings = RateLimitedLogger(logger: logger)
+        backlogHighWater = max(8 << 20, 2 * configuration.maxAccessUnitBytes)
         splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         decoder = StreamDecoder(configuration: configuration.decoder) { [unowned self] event in self.note(event) }
@@ -69,6 +75,27 @@ final class StreamWorker: @unchecked Sendable {
 
     func enqueue(_ work: Work) { queue.push(work) }
 
+    /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
+    /// reading and call `whenDrained` to learn when to resume.
+    func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
+        queue.push(.bytes(bytes, receivedAt: time, connection: connection), bytes: bytes.count) < backlogHighWater
+    }
+
+    /// `resume` runs once the backlog has drained to half the high-water mark: on the decode thread when it gets
+    /// there, or at once if it already has (the thread may have drained the queue before this was registered).
+    func whenDrained(_ resume: @escaping @Sendable () -> Void) {
+        resumeReading.withLockedValue { $0 = resume }
+        if queue.waitingBytes < backlogHighWater / 2 { takeResume()?() }
+    }
+
+    /// The pending resume callback, at most once.
+    private func takeResume() -> (@Sendable () -> Void)? {
+        resumeReading.withLockedValue { value in
+            defer { value = nil }
+            return value
+        }
+    }
+
     /// Stops after everything queued before it, draining the decoder; returns once the thread has finished.
     func stopAndWait() {
         queue.push(.stop)
@@ -79,7 +106,9 @@ final class StreamWorker: @unchecked Sendable {
 
     private func run() {
         loop: while true {
-            switch queue.pop() {
+            let (work, remaining) = queue.pop()
+            if remaining < backlogHighWater / 2 { takeResume()?() }
+            switch work {
             case .listening:
                 writer.setState(.waiting)
             case .connected(let id, let remote):

@@ -1,31 +1,45 @@
 import Foundation
 
 /// A blocking FIFO between the network event loop (producer) and a stream's decode thread (consumer).
-/// Unbounded in items but the producer counts bytes: `ByteBudget` in StreamWorker stops reading from the socket
-/// when the decode thread falls behind, so memory stays bounded by TCP flow control.
+/// It counts the bytes waiting in it: the listener stops reading from its socket above a high-water mark
+/// (`SenderHandler`), and TCP flow control then holds the sender back, so a decoder slower than the network never
+/// makes memory grow without bound.
 final class WorkQueue<Item>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var items: [Item] = []
+    private var items: [(item: Item, bytes: Int)] = []
     private var head = 0
+    private var queuedBytes = 0
 
-    func push(_ item: Item) {
+    /// Adds an item; returns the bytes now waiting.
+    @discardableResult
+    func push(_ item: Item, bytes: Int = 0) -> Int {
         condition.lock()
-        items.append(item)
+        items.append((item, bytes))
+        queuedBytes += bytes
+        let waiting = queuedBytes
         condition.signal()
         condition.unlock()
+        return waiting
     }
 
-    /// Waits for the next item.
-    func pop() -> Item {
+    var waitingBytes: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queuedBytes
+    }
+
+    /// Waits for the next item; returns it with the bytes still waiting after it.
+    func pop() -> (item: Item, remainingBytes: Int) {
         condition.lock()
         defer { condition.unlock() }
         while head == items.count { condition.wait() }
-        let item = items[head]
+        let entry = items[head]
         head += 1
+        queuedBytes -= entry.bytes
         if head > 1024 && head * 2 > items.count {
             items.removeFirst(head)
             head = 0
         }
-        return item
+        return (entry.item, queuedBytes)
     }
 }

@@ -203,4 +203,51 @@ func generated(_ codec: String, size: String = "160x96", frames: Int, parameters
         #expect(daemon.isRunning)
         #expect(daemon.log.contains("was truncated by another process; re-creating it"))
     }
+
+    /// y4m on standard output cannot change size: `cat` ends it with status 3 and says why; `--format raw` writes
+    /// the published layout (NV12) exactly as FFmpeg's own conversion does; `status --json` reports the counters;
+    /// the ring has the configured mode.
+    @Test func catAndStatusContracts() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let first = try generated("h264", size: "160x96", frames: 4)
+        let second = try generated("h264", size: "320x240", frames: 4)
+        let daemon = try DaemonProcess(label: "catstatus", settings: [
+            "max_width": "320", "max_height": "240", "slots": "16", "shm_mode": "\"0600\"",
+        ])
+        var status = stat()
+        #expect(stat("/dev/shm/" + daemon.shmName, &status) == 0 && status.st_mode & 0o777 == 0o600)
+
+        let toStdout = Process()
+        toStdout.executableURL = URL(fileURLWithPath: tool("streamrecvctl"))
+        toStdout.arguments = ["cat", daemon.name, "--frames", "8", "--timeout", "20"]
+        let output = Pipe()
+        let errors = Pipe()
+        toStdout.standardOutput = output
+        toStdout.standardError = errors
+        try toStdout.run()
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("reading") { seen += errors.fileHandleForReading.availableData }
+        let raw = try CatProcess(stream: daemon.name, frames: 4, directory: directory, extra: ["--format", "raw"])
+        try Sender(port: daemon.port).sendPaced(first + second, pauseMicroseconds: 1000)
+        _ = output.fileHandleForReading.readDataToEndOfFile()
+        toStdout.waitUntilExit()
+        #expect(toStdout.terminationStatus == 3)
+        #expect(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .contains("format changed to 320x240 nv12 at frame 5; y4m on standard output ends here"))
+
+        #expect(raw.finish().status == 0)
+        let path = directory.appendingPathComponent("first.h264").path
+        try Data(first).write(to: URL(fileURLWithPath: path))
+        let nv12 = try runChecked("ffmpeg", ["-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "nv12", "-"]).standardOutput
+        #expect(try Data(contentsOf: URL(fileURLWithPath: raw.output)) == nv12)
+
+        #expect(daemon.waitUntilPublished(8))
+        let json = try runChecked(tool("streamrecvctl"), ["status", daemon.name, "--json"]).text
+        let record = try JSONSerialization.jsonObject(with: Data(json.utf8)) as! [String: Any]
+        #expect(record["stream"] as? String == daemon.name && record["state"] as? String == "waiting")
+        #expect(record["frames_published"] as? Int == 8 && record["codec"] as? String == "h264")
+        #expect(record["decoder_recreations"] as? Int == 1)
+        let table = try runChecked(tool("streamrecvctl"), ["status", daemon.name]).text
+        #expect(table.contains(daemon.name) && table.contains("waiting"))
+    }
 }
