@@ -64,7 +64,7 @@ let package = Package(
             dependencies: ["Bitstream", "CAllocationCounter"]
         ),
         // Helpers shared by the test targets: bit writer, seeded generator, corpus and FFmpeg access.
-        .target(name: "StreamrecvTestSupport", path: "Tests/Support"),
+        .target(name: "StreamrecvTestSupport", dependencies: ["Bitstream"], path: "Tests/Support"),
         .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "StreamrecvTestSupport"]),
         .testTarget(
             name: "DecodingTests",

@@ -182,32 +182,9 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
 
     /// The VUI (E.2.1) up to its timing info: sample aspect ratio, colour, frame rate.
     static func parseVUI(_ r: inout BitReader, into format: inout SequenceFormat) throws(BitstreamError) {
-        if try r.flag("aspect_ratio_info_present_flag") {
-            let idc = Int(try r.bits(8, "aspect_ratio_idc"))
-            if idc == 255 {
-                let width = Int(try r.bits(16, "sar_width"))
-                let height = Int(try r.bits(16, "sar_height"))
-                if width > 0 && height > 0 { format.sampleAspectRatio = (width, height) }
-            } else if let known = sampleAspectRatioTable[idc] {
-                format.sampleAspectRatio = known
-            }
-        }
-        if try r.flag("overscan_info_present_flag") { _ = try r.flag("overscan_appropriate_flag") }
-        if try r.flag("video_signal_type_present_flag") {
-            _ = try r.bits(3, "video_format")
-            var colour = ColourDescription()
-            colour.fullRange = try r.flag("video_full_range_flag")
-            if try r.flag("colour_description_present_flag") {
-                colour.primaries = Int(try r.bits(8, "colour_primaries"))
-                colour.transfer = Int(try r.bits(8, "transfer_characteristics"))
-                colour.matrix = Int(try r.bits(8, "matrix_coefficients"))
-            }
-            format.colour = colour
-        }
-        if try r.flag("chroma_loc_info_present_flag") {
-            _ = try r.ue("chroma_sample_loc_type_top_field", max: 5)
-            _ = try r.ue("chroma_sample_loc_type_bottom_field", max: 5)
-        }
+        let signal = try VideoSignal(&r)
+        format.sampleAspectRatio = signal.sampleAspectRatio
+        format.colour = signal.colour
         _ = try r.bits(3, "neutral_chroma, field_seq, frame_field_info_present")
         if try r.flag("default_display_window_flag") {
             for _ in 0..<4 { _ = try r.ue("def_disp_win_offset") }

@@ -20,14 +20,7 @@ struct FakeProbe: HardwareDeviceProbing {
 
 /// Access units of an Annex B file, as the pipeline would hand them to the decoder.
 func decoderInputs(_ bytes: [UInt8]) -> [DecoderInput] {
-    var splitter = AnnexBSplitter()
-    var assembler = AccessUnitAssembler()
-    var units: [AccessUnit] = []
-    var nals: [NALUnit] = []
-    splitter.append(bytes) { nals.append($0) }
-    splitter.flush { nals.append($0) }
-    for nal in nals { assembler.push(nal) { if case .accessUnit(let unit) = $0 { units.append(unit) } } }
-    assembler.endAccessUnit { if case .accessUnit(let unit) = $0 { units.append(unit) } }
+    let units = accessUnits(of: bytes)
     return units.enumerated().map { index, unit in
         DecoderInput(
             codec: unit.codec, data: unit.data, pts: Int64(index), isRandomAccess: unit.isKeyframe,

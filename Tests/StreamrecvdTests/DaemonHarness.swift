@@ -213,14 +213,7 @@ struct StreamFacts {
     var segmentStarts: [Int] = [0]
 
     init(_ stream: [UInt8]) {
-        var splitter = AnnexBSplitter()
-        var assembler = AccessUnitAssembler()
-        var units: [AccessUnit] = []
-        var nals: [NALUnit] = []
-        splitter.append(stream) { nals.append($0) }
-        splitter.flush { nals.append($0) }
-        for nal in nals { assembler.push(nal) { if case .accessUnit(let unit) = $0 { units.append(unit) } } }
-        assembler.endAccessUnit { if case .accessUnit(let unit) = $0 { units.append(unit) } }
+        let units = accessUnits(of: stream)
         var last: (Int, Int, Int, ChromaFormat)?
         for unit in units {
             accessUnitOffsets.append(Int(unit.streamOffset))
