@@ -267,7 +267,11 @@ public struct AccessUnitAssembler {
             data.removeAll(keepingCapacity: true)
             return
         }
-        data.append(contentsOf: [0, 0, 0, 1] as [UInt8])
+        // A 4-byte start code, byte by byte: an array literal here would allocate for every NAL unit.
+        data.append(0)
+        data.append(0)
+        data.append(0)
+        data.append(1)
         data.append(contentsOf: unit.bytes)
     }
 

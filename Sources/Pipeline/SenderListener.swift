@@ -55,15 +55,13 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private let id: ConnectionID
     private let worker: StreamWorker
-    private let registry: SenderRegistry
     private let logger: Logger
     private let idleTimeout: Double
     private var reason = "sender closed the connection"
 
-    init(id: ConnectionID, worker: StreamWorker, registry: SenderRegistry, logger: Logger, idleTimeout: Double) {
+    init(id: ConnectionID, worker: StreamWorker, logger: Logger, idleTimeout: Double) {
         self.id = id
         self.worker = worker
-        self.registry = registry
         self.logger = logger
         self.idleTimeout = idleTimeout
     }

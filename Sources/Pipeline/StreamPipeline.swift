@@ -87,7 +87,7 @@ public final class StreamPipeline: Service, @unchecked Sendable {
                                 IdleStateHandler(readTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9))))
                         }
                         try channel.pipeline.syncOperations.addHandler(SenderHandler(
-                            id: id, worker: worker, registry: registry, logger: logger,
+                            id: id, worker: worker, logger: logger,
                             idleTimeout: configuration.idleTimeout))
                     }
                 }

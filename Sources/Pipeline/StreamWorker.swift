@@ -52,7 +52,6 @@ final class StreamWorker: @unchecked Sendable {
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
-    private var lastAssemblerStatistics = AccessUnitAssembler.Statistics()
 
     init(configuration: StreamConfiguration, writer: FrameRingWriter, logger: Logger) {
         self.configuration = configuration
@@ -143,7 +142,6 @@ final class StreamWorker: @unchecked Sendable {
         // decoder stays: identical parameter sets from the new sender cost no recreation.
         splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
-        lastAssemblerStatistics = AccessUnitAssembler.Statistics()
         discontinuity = true
         writer.count(\.connections)
         writer.setState(.streaming)
