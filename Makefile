@@ -3,10 +3,11 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
-# libavcodec/libavutil headers for the decoder; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
+# libavcodec/libavutil headers for the decoder; libsystemd for sd_notify and socket activation, systemd for
+# systemd-analyze and systemd-socket-activate in the tests; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
 # libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
 # the shared-memory ABI header standalone in a test.
-APT_PACKAGES := libavcodec-dev libavutil-dev pkg-config ffmpeg gcc g++ bc
+APT_PACKAGES := libavcodec-dev libavutil-dev libsystemd-dev systemd pkg-config ffmpeg gcc g++ bc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 

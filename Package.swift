@@ -30,10 +30,11 @@ let package = Package(
             providers: [.apt(["libavcodec-dev", "libavutil-dev"])]
         ),
         .target(name: "Decoding", dependencies: ["CFFmpeg", "Bitstream", "FrameFormats"]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "Decoding", "FrameFormats", "SharedFrames",
+                "Bitstream", "Decoding", "FrameFormats", "SharedFrames", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

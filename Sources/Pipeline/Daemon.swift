@@ -1,5 +1,7 @@
 import Decoding
+import Glibc
 import Logging
+import NIOConcurrencyHelpers
 import NIOPosix
 import ServiceLifecycle
 
@@ -8,11 +10,18 @@ public enum Daemon {
     public static func run(configuration: DaemonConfiguration, logger: Logger) async throws {
         try checkNamedHardware(configuration, logger: logger)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let services = configuration.streams.map {
-            StreamPipeline(configuration: $0, group: group, logger: logger)
+        let inherited = assignInheritedListeners(to: configuration.streams, logger: logger)
+        let readiness = NIOLockedValueBox<SystemdNotifierService?>(nil)
+        let pipelines = configuration.streams.map { stream in
+            StreamPipeline(configuration: stream, group: group, logger: logger, inheritedDescriptor: inherited[stream.name]) {
+                readiness.withLockedValue { $0 }?.pipelineIsReady()
+            }
         }
+        let notifier = SystemdNotifierService(pipelines: pipelines, logger: logger)
+        readiness.withLockedValue { $0 = notifier }
+        // Graceful shutdown runs in reverse order: the notifier says STOPPING=1 first, then the streams drain.
         let serviceGroup = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
+            services: pipelines.map { .init(service: $0) } + [.init(service: notifier)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         do {
@@ -22,6 +31,26 @@ public enum Daemon {
             throw error
         }
         try await group.shutdownGracefully()
+    }
+
+    /// Socket activation: each inherited listener goes to the stream named by its `FileDescriptorName=`; a single
+    /// listener with another name goes to a single stream. Listeners nobody claims are closed, with a warning.
+    static func assignInheritedListeners(to streams: [StreamConfiguration], logger: Logger) -> [String: Int32] {
+        let listeners = ServiceManager.inheritedListeners()
+        guard !listeners.isEmpty else { return [:] }
+        var assigned: [String: Int32] = [:]
+        for listener in listeners {
+            if streams.contains(where: { $0.name == listener.name }) {
+                assigned[listener.name] = listener.descriptor
+            } else if listeners.count == 1 && streams.count == 1 {
+                assigned[streams[0].name] = listener.descriptor
+                logger.notice("socket activation: listener '\(listener.name)' used for the only stream, '\(streams[0].name)'")
+            } else {
+                logger.warning("socket activation: no stream named '\(listener.name)' (FileDescriptorName=); closing that listener")
+                close(listener.descriptor)
+            }
+        }
+        return assigned
     }
 
     /// A named hwaccel is strict: the daemon does not start when it cannot be used, and says which device failed.

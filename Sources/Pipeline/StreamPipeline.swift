@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -11,10 +12,19 @@ public final class StreamPipeline: Service, @unchecked Sendable {
     public let configuration: StreamConfiguration
     private let group: EventLoopGroup
     private let logger: Logger
+    /// A listening socket passed by socket activation, used instead of binding `listen`.
+    private let inheritedDescriptor: Int32?
+    private let onReady: @Sendable () -> Void
+    private let worker = NIOLockedValueBox<StreamWorker?>(nil)
 
-    public init(configuration: StreamConfiguration, group: EventLoopGroup, logger: Logger) {
+    init(
+        configuration: StreamConfiguration, group: EventLoopGroup, logger: Logger, inheritedDescriptor: Int32? = nil,
+        onReady: @escaping @Sendable () -> Void = {}
+    ) {
         self.configuration = configuration
         self.group = group
+        self.inheritedDescriptor = inheritedDescriptor
+        self.onReady = onReady
         var logger = logger
         logger[metadataKey: "stream"] = "\(configuration.name)"
         self.logger = logger
@@ -24,6 +34,7 @@ public final class StreamPipeline: Service, @unchecked Sendable {
         let writer = try makeWriter()
         let worker = StreamWorker(configuration: configuration, writer: writer, logger: logger)
         worker.start()
+        self.worker.withLockedValue { $0 = worker }
         let registry = SenderRegistry(policy: configuration.secondSender)
         let channel: Channel
         do {
@@ -35,13 +46,25 @@ public final class StreamPipeline: Service, @unchecked Sendable {
         }
         worker.enqueue(.listening)
         logger.info("listening", metadata: [
-            "listen": "\(configuration.listen)", "shm": "/dev/shm/\(configuration.shmName)",
+            "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
+            "shm": "/dev/shm/\(configuration.shmName)",
         ])
+        onReady()
         try? await gracefulShutdown()
         try? await channel.close()
         registry.closeActive()
         worker.stopAndWait()
         logger.info("stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
+    }
+
+    /// What the stream is doing now (for STATUS lines).
+    var snapshot: StreamSnapshot {
+        worker.withLockedValue { $0?.snapshot.withLockedValue { $0 } } ?? StreamSnapshot()
+    }
+
+    /// False when the stream's decode thread is stuck (the watchdog is then no longer fed).
+    func isHealthy(stallLimitNanoseconds limit: UInt64) -> Bool {
+        worker.withLockedValue { $0?.isHealthy(stallLimitNanoseconds: limit) } ?? true
     }
 
     private func makeWriter() throws -> FrameRingWriter {
@@ -62,7 +85,7 @@ public final class StreamPipeline: Service, @unchecked Sendable {
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Channel {
         let configuration = self.configuration
         let logger = self.logger
-        return try await ServerBootstrap(group: group)
+        let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 16)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
@@ -92,8 +115,10 @@ public final class StreamPipeline: Service, @unchecked Sendable {
                     }
                 }
             }
-            .bind(host: configuration.listen.host, port: configuration.listen.port)
-            .get()
+        if let inheritedDescriptor {
+            return try await bootstrap.withBoundSocket(inheritedDescriptor).get()
+        }
+        return try await bootstrap.bind(host: configuration.listen.host, port: configuration.listen.port).get()
     }
 
     /// A sender whose host vanished (no FIN) is detected within about a minute even with idle_timeout = 0.

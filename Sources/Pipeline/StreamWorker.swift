@@ -9,6 +9,17 @@ import SharedFrames
 /// Identifies one sender connection.
 typealias ConnectionID = UInt64
 
+/// What a stream is doing, for STATUS lines and the watchdog; written by the decode thread.
+struct StreamSnapshot: Sendable {
+    var state = "starting"
+    var codec: String?
+    var size: String?
+    var path = "software"
+    var framesPublished: UInt64 = 0
+    /// When the decode thread took the work item it is still processing; nil while it waits for work.
+    var busySince: UInt64?
+}
+
 /// The per-stream decode thread: split → assemble → decode → publish, all on one dedicated thread (never on
 /// Swift's cooperative pool, never on the network event loop). Fed through a `WorkQueue` by the listener.
 final class StreamWorker: @unchecked Sendable {
@@ -35,6 +46,8 @@ final class StreamWorker: @unchecked Sendable {
     let backlogHighWater: Int
     /// Called (on this thread) once a paused listener may read again.
     private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+    /// Read by other threads (status, watchdog); updated by the decode thread.
+    let snapshot = NIOLockedValueBox(StreamSnapshot())
     private var logger: Logger
     private var warnings: RateLimitedLogger
     private var writer: FrameRingWriter
@@ -105,11 +118,13 @@ final class StreamWorker: @unchecked Sendable {
 
     private func run() {
         loop: while true {
+            snapshot.withLockedValue { $0.busySince = nil }
             let (work, remaining) = queue.pop()
+            snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
             if remaining < backlogHighWater / 2 { takeResume()?() }
             switch work {
             case .listening:
-                writer.setState(.waiting)
+                setState(.waiting)
             case .connected(let id, let remote):
                 begin(id, remote: remote)
             case .bytes(let bytes, let time, let id):
@@ -118,10 +133,10 @@ final class StreamWorker: @unchecked Sendable {
             case .disconnected(let id, let reason):
                 guard id == connection else { continue }
                 end(reason: reason)
-                writer.setState(.waiting)
+                setState(.waiting)
             case .stop:
                 if connection != nil { end(reason: "daemon stopping") }
-                writer.setState(.stopped)
+                setState(.stopped)
                 break loop
             }
         }
@@ -129,6 +144,14 @@ final class StreamWorker: @unchecked Sendable {
         isFinished = true
         finished.signal()
         finished.unlock()
+    }
+
+    /// False when the decode thread has been inside one work item for longer than `limit`: it is wedged
+    /// (a thread waiting for work is healthy however long it waits).
+    func isHealthy(stallLimitNanoseconds limit: UInt64) -> Bool {
+        guard let since = snapshot.withLockedValue({ $0.busySince }) else { return true }
+        let now = MonotonicClock.nanoseconds()
+        return now < since || now - since < limit
     }
 
     // MARK: - Connections
@@ -144,7 +167,7 @@ final class StreamWorker: @unchecked Sendable {
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         discontinuity = true
         writer.count(\.connections)
-        writer.setState(.streaming)
+        setState(.streaming)
         logger.info("sender connected", metadata: ["remote": "\(remote)"])
     }
 
@@ -161,6 +184,12 @@ final class StreamWorker: @unchecked Sendable {
             "bytes": "\(bytesThisConnection)", "access_units": "\(assembler.statistics.accessUnits)",
         ])
         connection = nil
+    }
+
+    /// The ring's state and the snapshot's, together.
+    private func setState(_ state: StreamState) {
+        writer.setState(state)
+        snapshot.withLockedValue { $0.state = state.description }
     }
 
     // MARK: - Bytes to access units
@@ -205,6 +234,7 @@ final class StreamWorker: @unchecked Sendable {
         switch event {
         case .codecDetected(let codec):
             writer.setCodec(codec.rawValue)
+            snapshot.withLockedValue { $0.codec = codec.rawValue }
             logger.info("codec detected", metadata: ["codec": "\(codec.rawValue)"])
         case .parameterSet(let set):
             describe(set)
@@ -313,6 +343,10 @@ final class StreamWorker: @unchecked Sendable {
         switch outcome {
         case .published:
             discontinuity = false
+            snapshot.withLockedValue {
+                $0.framesPublished += 1
+                $0.size = "\(frame.width)x\(frame.height)"
+            }
         case .refused(let needed, let capacity):
             writer.count(\.framesDropped)
             warnings.log(.error, key: "slot-capacity", now: decodedAt,
@@ -326,7 +360,7 @@ final class StreamWorker: @unchecked Sendable {
         do {
             writer.unlink()
             writer = try FrameRingWriter(configuration: writer.configuration)
-            writer.setState(connection == nil ? .waiting : .streaming)
+            setState(connection == nil ? .waiting : .streaming)
             if let codec = assembler.codec { writer.setCodec(codec.rawValue) }
             return true
         } catch {
@@ -344,6 +378,7 @@ final class StreamWorker: @unchecked Sendable {
             logger.notice("\(summary)")
         case .created(let recreation, let hardware, let lowDelay, let threading):
             if recreation { writer.count(\.decoderRecreations) }
+            snapshot.withLockedValue { $0.path = hardware ?? "software" }
             logger.info(recreation ? "decoder recreated for new parameter sets" : "decoder created", metadata: [
                 "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)", "threads": "\(threading)",
             ])
@@ -354,7 +389,7 @@ final class StreamWorker: @unchecked Sendable {
             writer.count(\.decodeErrors)
             warnings.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")
         case .reset(let failures):
-            writer.setState(.degraded)
+            setState(.degraded)
             discontinuity = true
             logger.error("\(failures) consecutive decode failures: decoder reset, waiting for the next keyframe")
         case .fellBackToSoftware(let reason):
@@ -362,6 +397,6 @@ final class StreamWorker: @unchecked Sendable {
         case .waitingForKeyframe:
             logger.info("waiting for a keyframe before decoding")
         }
-        if case .created = event, connection != nil { writer.setState(.streaming) }
+        if case .created = event, connection != nil { setState(.streaming) }
     }
 }

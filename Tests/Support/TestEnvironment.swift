@@ -72,35 +72,39 @@ public enum ProcessError: Error, CustomStringConvertible {
     }
 }
 
-/// Runs a program to completion, feeding `input` on standard input.
+/// Runs a program to completion, feeding `input` on standard input. Standard input, output and error go through
+/// temporary files, not pipes: nothing can fill up, and no helper thread is needed to drain them (a pipe drained by
+/// a Dispatch worker deadlocked when the pool had no thread to spare).
 public func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> ProcessResult {
+    let directory = try TestEnvironment.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let outputURL = directory.appendingPathComponent("stdout")
+    let errorURL = directory.appendingPathComponent("stderr")
+    _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
     process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
-    let output = Pipe()
-    let error = Pipe()
+    let output = try FileHandle(forWritingTo: outputURL)
+    let error = try FileHandle(forWritingTo: errorURL)
+    defer {
+        try? output.close()
+        try? error.close()
+    }
     process.standardOutput = output
     process.standardError = error
-    let inputPipe = Pipe()
-    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-    try process.run()
     if let input {
-        DispatchQueue.global().async {
-            inputPipe.fileHandleForWriting.write(input)
-            try? inputPipe.fileHandleForWriting.close()
-        }
+        let inputURL = directory.appendingPathComponent("stdin")
+        try input.write(to: inputURL)
+        process.standardInput = try FileHandle(forReadingFrom: inputURL)
+    } else {
+        process.standardInput = FileHandle.nullDevice
     }
-    // Read both pipes concurrently so neither fills up and blocks the child.
-    nonisolated(unsafe) var errorData = Data()
-    let errorReader = DispatchQueue(label: "stderr")
-    let group = DispatchGroup()
-    errorReader.async(group: group) { errorData = error.fileHandleForReading.readDataToEndOfFile() }
-    let outputData = output.fileHandleForReading.readDataToEndOfFile()
-    group.wait()
+    try process.run()
     process.waitUntilExit()
     return ProcessResult(
-        status: process.terminationStatus, standardOutput: outputData,
-        standardError: String(decoding: errorData, as: UTF8.self))
+        status: process.terminationStatus, standardOutput: try Data(contentsOf: outputURL),
+        standardError: String(decoding: try Data(contentsOf: errorURL), as: UTF8.self))
 }
 
 /// Runs a program and throws unless it exits 0.

@@ -1,0 +1,84 @@
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import SharedFrames
+
+/// Tells systemd how the daemon is doing (Type=notify): READY=1 once every listener is bound and every ring
+/// exists, a STATUS= line at most once a second when it changes, WATCHDOG=1 only while every stream's decode
+/// thread is healthy, STOPPING=1 when the graceful shutdown begins.
+final class SystemdNotifierService: Service, @unchecked Sendable {
+    private let pipelines: [StreamPipeline]
+    private let logger: Logger
+    private let readiness: AsyncStream<Void>
+    private let readinessContinuation: AsyncStream<Void>.Continuation
+
+    init(pipelines: [StreamPipeline], logger: Logger) {
+        self.pipelines = pipelines
+        self.logger = logger
+        (readiness, readinessContinuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    /// Called by each pipeline once it listens and its ring exists.
+    func pipelineIsReady() { readinessContinuation.yield() }
+
+    func run() async throws {
+        var ready = 0
+        for await _ in readiness.cancelOnGracefulShutdown() {
+            ready += 1
+            if ready == pipelines.count { break }
+        }
+        guard ready == pipelines.count else { return }
+        var status = statusLine(previous: [:]).line
+        ServiceManager.notify("READY=1\nSTATUS=\(status)")
+        logger.info("ready: \(pipelines.count) stream(s) listening")
+        let watchdog = ServiceManager.watchdogMicroseconds
+        // Feed the watchdog at half its interval; check the streams at least once a second.
+        let tick = min(1_000_000, watchdog.map { $0 / 2 } ?? 1_000_000)
+        var frames: [String: UInt64] = [:]
+        var lastStatus = MonotonicClock.nanoseconds()
+        var starving: String?
+        while !Task.isShuttingDownGracefully {
+            try? await Task.sleep(for: .microseconds(Int64(tick)))
+            if Task.isShuttingDownGracefully { break }
+            let now = MonotonicClock.nanoseconds()
+            if now - lastStatus >= 1_000_000_000 {
+                let next = statusLine(previous: frames, seconds: Double(now - lastStatus) / 1e9)
+                frames = next.frames
+                lastStatus = now
+                if next.line != status {
+                    status = next.line
+                    ServiceManager.notify("STATUS=\(status)")
+                }
+            }
+            guard let watchdog else { continue }
+            if let wedged = pipelines.first(where: { !$0.isHealthy(stallLimitNanoseconds: watchdog * 1000) }) {
+                if starving != wedged.configuration.name {
+                    starving = wedged.configuration.name
+                    logger.critical("stream \(wedged.configuration.name): decode thread stuck; no longer feeding the watchdog")
+                }
+            } else {
+                starving = nil
+                ServiceManager.notify("WATCHDOG=1")
+            }
+        }
+        ServiceManager.notify("STOPPING=1")
+    }
+
+    /// "desk: streaming h264 1280x720 30 fps software; cam: waiting", and the frame counts it was computed from.
+    private func statusLine(previous: [String: UInt64], seconds: Double = 1) -> (line: String, frames: [String: UInt64]) {
+        var frames: [String: UInt64] = [:]
+        let parts = pipelines.map { pipeline -> String in
+            let snapshot = pipeline.snapshot
+            let name = pipeline.configuration.name
+            frames[name] = snapshot.framesPublished
+            var text = "\(name): \(snapshot.state)"
+            guard snapshot.state == "streaming" else { return text }
+            if let codec = snapshot.codec { text += " \(codec)" }
+            if let size = snapshot.size { text += " \(size)" }
+            let fps = Double(snapshot.framesPublished - (previous[name] ?? snapshot.framesPublished)) / max(seconds, 0.001)
+            text += " \(Int(fps.rounded())) fps \(snapshot.path)"
+            return text
+        }
+        return (parts.joined(separator: "; "), frames)
+    }
+}
