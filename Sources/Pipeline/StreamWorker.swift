@@ -2,6 +2,7 @@ import Bitstream
 import Decoding
 import FrameFormats
 import Foundation
+import Glibc
 import Logging
 import NIOConcurrencyHelpers
 import SharedFrames
@@ -65,6 +66,9 @@ final class StreamWorker: @unchecked Sendable {
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
+    /// Fault injection, for testing the watchdog: `STREAMRECVD_FAULT_STALL_DECODE_SECONDS=N` makes the decode
+    /// thread stall N seconds when the first sender connects, as a wedged decoder would.
+    private var injectedStall = getenv("STREAMRECVD_FAULT_STALL_DECODE_SECONDS").flatMap { Double(String(cString: $0)) }
 
     init(configuration: StreamConfiguration, writer: FrameRingWriter, logger: Logger) {
         self.configuration = configuration
@@ -157,6 +161,11 @@ final class StreamWorker: @unchecked Sendable {
     // MARK: - Connections
 
     private func begin(_ id: ConnectionID, remote: String) {
+        if let stall = injectedStall {
+            injectedStall = nil
+            logger.warning("fault injection: decode thread stalls for \(stall) s")
+            usleep(UInt32(stall * 1_000_000))
+        }
         if connection != nil { end(reason: "taken over by \(remote)") }
         connection = id
         bytesThisConnection = 0

@@ -31,11 +31,7 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             return
         }
         let level = Logger.Level(rawValue: configuration.logLevel.rawValue) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
         let logger = Logger(label: "streamrecvd")
         do {
             try await Daemon.run(configuration: configuration, logger: logger)

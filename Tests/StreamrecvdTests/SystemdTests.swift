@@ -27,6 +27,12 @@ final class NotifyListener {
 
     deinit { Glibc.close(descriptor) }
 
+    /// Discards what is already queued.
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+    }
+
     /// Messages received within `seconds` after the last one, until `stop` matches one.
     func receive(until stop: (String) -> Bool, seconds: Double = 20) -> [String] {
         var messages: [String] = []
@@ -134,5 +140,58 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
         let security = try runProcess("systemd-analyze", ["security", "--offline=true", directory.appendingPathComponent("streamrecvd.service").path])
         #expect(security.text.contains("Overall exposure level for streamrecvd.service: 1.") || security.text.contains("exposure level for streamrecvd.service: 0."),
                 "\(security.text.suffix(300))")
+    }
+
+    /// A wedged decode thread (a fault-injected 4 s stall) stops the watchdog being fed; it is fed again after.
+    @Test func aWedgedDecodeThreadStarvesTheWatchdog() throws {
+        let daemon = try DaemonProcess(label: "wedge", settings: ["max_width": "160", "max_height": "96"], start: false)
+        let listener = try NotifyListener(directory: daemon.directory)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool("streamrecvd"))
+        process.arguments = ["--config", daemon.configPath]
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "NOTIFY_SOCKET": listener.path, "WATCHDOG_USEC": "400000", "STREAMRECVD_FAULT_STALL_DECODE_SECONDS": "4",
+        ]) { $1 }
+        _ = FileManager.default.createFile(atPath: daemon.logPath, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: daemon.logPath))
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(listener.receive { $0.contains("READY=1") }.last?.contains("READY=1") == true)
+        let sender = try Sender(port: daemon.port)
+        try sender.send(try generated("h264", frames: 3)[...])
+        // Wait for the daemon to notice, then listen for a second well inside the stall: no WATCHDOG=1.
+        let deadline = Date().addingTimeInterval(10)
+        while !daemon.log.contains("no longer feeding the watchdog") && Date() < deadline { usleep(20_000) }
+        #expect(daemon.log.contains("decode thread stuck; no longer feeding the watchdog"))
+        listener.drain()  // sent before the stall was noticed
+        let during = listener.receive(until: { _ in false }, seconds: 1)
+        #expect(!during.contains("WATCHDOG=1"), "\(during)")
+        let after = listener.receive(until: { $0 == "WATCHDOG=1" }, seconds: 10)
+        #expect(after.last == "WATCHDOG=1", "the watchdog is fed again once the thread recovers")
+    }
+
+    /// With stderr connected to the journal (JOURNAL_STREAM names it), every line carries its syslog priority.
+    @Test func journalLinesCarryThePriority() throws {
+        let daemon = try DaemonProcess(label: "journal", settings: ["max_width": "160", "max_height": "96"], start: false)
+        _ = FileManager.default.createFile(atPath: daemon.logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: daemon.logPath))
+        var status = stat()
+        #expect(fstat(log.fileDescriptor, &status) == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool("streamrecvd"))
+        process.arguments = ["--config", daemon.configPath]
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]) { $1 }
+        process.standardError = log
+        try process.run()
+        while (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting { usleep(20_000) }
+        process.terminate()
+        process.waitUntilExit()
+        let lines = daemon.log.split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("<") && $0.dropFirst(2).hasPrefix(">") }, "\(lines.prefix(3))")
+        #expect(lines.contains { $0.hasPrefix("<6>listening") })
     }
 }

@@ -1,0 +1,70 @@
+import Glibc
+import Logging
+
+/// Log lines for the systemd journal when stderr is connected to it (`JOURNAL_STREAM` names stderr's device and
+/// inode), plain timestamped lines otherwise. Journal lines carry the syslog priority as a `<N>` prefix, which
+/// journald turns into PRIORITY=, and leave the timestamp to journald.
+public struct JournalLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    private let label: String
+    private let journal: Bool
+
+    public init(label: String, level: Logger.Level, journal: Bool = JournalLogHandler.stderrIsJournal) {
+        self.label = label
+        logLevel = level
+        self.journal = journal
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    /// True when systemd connected stderr to the journal (sd_journal_stream_fd semantics: JOURNAL_STREAM=dev:inode).
+    public static var stderrIsJournal: Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        var status = stat()
+        guard fstat(2, &status) == 0 else { return false }
+        return value == "\(status.st_dev):\(status.st_ino)"
+    }
+
+    /// syslog priorities (sd-daemon.h SD_ERR … SD_DEBUG).
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: return 7
+        case .info: return 6
+        case .notice: return 5
+        case .warning: return 4
+        case .error: return 3
+        case .critical: return 2
+        }
+    }
+
+    public func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let suffix = fields.isEmpty ? "" : " [\(fields)]"
+        var line: String
+        if journal {
+            line = "<\(Self.priority(event.level))>\(event.message)\(suffix)\n"
+        } else {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            var parts = tm()
+            var seconds = now.tv_sec
+            gmtime_r(&seconds, &parts)
+            let stamp = String(format4: parts.tm_year + 1900) + "-" + String(format2: parts.tm_mon + 1) + "-"
+                + String(format2: parts.tm_mday) + "T" + String(format2: parts.tm_hour) + ":"
+                + String(format2: parts.tm_min) + ":" + String(format2: parts.tm_sec) + "Z"
+            line = "\(stamp) \(event.level) \(label): \(event.message)\(suffix)\n"
+        }
+        // One write per line, so lines from several threads never interleave.
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+}
+
+extension String {
+    init(format2 value: Int32) { self = value < 10 ? "0\(value)" : String(value) }
+    init(format4 value: Int32) { self = String(value) }
+}
