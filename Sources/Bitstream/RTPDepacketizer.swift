@@ -42,8 +42,9 @@ public struct RTPDepacketizer {
     private var fragment: [UInt8] = []
     private var fragmentActive = false
     private var fragmentTimestamp: UInt32 = 0
-    /// A running count of NAL unit bytes handed out, used as each unit's (virtual) stream offset.
-    private var offset: Int64 = 0
+    /// A running count of NAL unit bytes handed out (4-byte start codes counted), used as each unit's virtual
+    /// stream offset.
+    public private(set) var offset: Int64 = 0
 
     public init(codec: VideoCodec, payloadType: UInt8 = 96, maximumNALUnitSize: Int = 16 << 20) {
         self.codec = codec

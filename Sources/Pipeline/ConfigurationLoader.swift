@@ -20,7 +20,7 @@ public enum ConfigurationLoader {
     static let daemonKeys: Set<String> = ["log_level"]
     static let streamKeys: Set<String> = [
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
-        "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes",
+        "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -127,6 +127,11 @@ public enum ConfigurationLoader {
         if let height = try integer("max_height", dimensions) { stream.maxHeight = height }
         stream.maxAccessUnitBytes = stream.defaultMaxAccessUnitBytes
         if let bytes = try integer("max_access_unit_bytes", 4096...(1 << 30)) { stream.maxAccessUnitBytes = bytes }
+        if let payloadType = try integer("rtp_payload_type", 0...127) { stream.rtpPayloadType = UInt8(payloadType) }
+        if stream.listen.transport == .rtp && stream.codec == nil {
+            // The depacketizer must know the payload format before the first parameter set can be seen.
+            throw error("codec", "rtp:// needs codec = \"h264\" or \"h265\" (the RTP payload format depends on it)")
+        }
         if let shmName = try string("shm_name") {
             guard !shmName.isEmpty, shmName.count <= 200, !shmName.contains("/"), shmName != ".", shmName != ".." else {
                 throw error("shm_name", "shm_name must be a plain name (no '/'), as under /dev/shm")
@@ -160,7 +165,7 @@ public enum ConfigurationLoader {
         guard let schemeEnd = text.range(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
         let scheme = String(text[..<schemeEnd.lowerBound])
         guard let transport = ListenAddress.Transport(rawValue: scheme) else {
-            throw error("listen scheme '\(scheme)' is not supported (tcp://HOST:PORT; udp and rtp are not implemented yet)")
+            throw error("listen scheme '\(scheme)' is not supported (tcp://, udp:// or rtp://HOST:PORT)")
         }
         let rest = text[schemeEnd.upperBound...]
         let host: String

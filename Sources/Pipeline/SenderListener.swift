@@ -105,3 +105,77 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
         context.close(promise: nil)
     }
 }
+
+/// The datagram side (udp:// and rtp://): the first source address is the sender until it goes quiet for
+/// `idle_timeout`; datagrams from other sources are ignored (`second_sender = "refuse"`) or take over.
+final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+
+    private let worker: StreamWorker
+    private let logger: Logger
+    private let policy: SecondSenderPolicy
+    private let idleTimeout: Double
+    private var active: (id: ConnectionID, source: SocketAddress)?
+    private var nextID: ConnectionID = 1
+    private var refused = 0
+    private var dropped = 0
+
+    init(worker: StreamWorker, logger: Logger, policy: SecondSenderPolicy, idleTimeout: Double) {
+        self.worker = worker
+        self.logger = logger
+        self.policy = policy
+        self.idleTimeout = idleTimeout
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var envelope = unwrapInboundIn(data)
+        let source = envelope.remoteAddress
+        if let current = active, current.source != source {
+            guard policy == .takeover else {
+                refused += 1
+                if refused == 1 || refused % 1000 == 0 {
+                    logger.warning("datagrams from a second sender ignored (second_sender = refuse)", metadata: [
+                        "remote": "\(source)", "ignored": "\(refused)",
+                    ])
+                }
+                return
+            }
+            logger.warning("new sender takes over from the current one (second_sender = takeover)", metadata: ["remote": "\(source)"])
+            active = nil
+        }
+        if active == nil {
+            active = (nextID, source)
+            nextID += 1
+            worker.enqueue(.connected(active!.id, remote: source.description))
+        }
+        // UDP cannot be slowed down: when the decode thread is behind, the datagram is dropped, not queued.
+        guard worker.acceptsMoreBytes else {
+            dropped += 1
+            if dropped == 1 || dropped % 1000 == 0 {
+                logger.warning("decoder behind: datagrams dropped", metadata: ["dropped": "\(dropped)"])
+            }
+            return
+        }
+        let bytes = envelope.data.readBytes(length: envelope.data.readableBytes) ?? []
+        _ = worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: active!.id)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            end(reason: "no data for \(idleTimeout) s (idle_timeout)")
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end(reason: "listener closed")
+        context.fireChannelInactive()
+    }
+
+    private func end(reason: String) {
+        guard let current = active else { return }
+        active = nil
+        worker.enqueue(.disconnected(current.id, reason: reason))
+    }
+}

@@ -4,7 +4,16 @@ import Glibc
 
 /// Where a stream listens.
 public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
-    public enum Transport: String, Sendable { case tcp }
+    public enum Transport: String, Sendable {
+        /// Annex B over a TCP connection.
+        case tcp
+        /// Annex B in UDP datagrams split anywhere (as `ffmpeg -f h264 udp://` sends it).
+        case udp
+        /// RTP over UDP: RFC 6184 (H.264) or RFC 7798 (H.265).
+        case rtp
+
+        var isDatagram: Bool { self != .tcp }
+    }
     public var transport: Transport
     public var host: String
     public var port: Int
@@ -46,6 +55,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var idleTimeout: Double
     /// Largest access unit accepted, in bytes; larger ones are dropped before the decoder sees them.
     public var maxAccessUnitBytes: Int
+    /// RTP payload type of the video (dynamic types are negotiated out of band; 96 is the common choice).
+    public var rtpPayloadType: UInt8 = 96
 
     public init(name: String, listen: ListenAddress) {
         self.name = name

@@ -83,6 +83,7 @@ public final class StreamPipeline: Service, @unchecked Sendable {
     }
 
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Channel {
+        if configuration.listen.transport.isDatagram { return try await bindDatagrams(worker: worker) }
         let configuration = self.configuration
         let logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
@@ -113,6 +114,35 @@ public final class StreamPipeline: Service, @unchecked Sendable {
                             id: id, worker: worker, logger: logger,
                             idleTimeout: configuration.idleTimeout))
                     }
+                }
+            }
+        if let inheritedDescriptor {
+            return try await bootstrap.withBoundSocket(inheritedDescriptor).get()
+        }
+        return try await bootstrap.bind(host: configuration.listen.host, port: configuration.listen.port).get()
+    }
+
+    /// udp:// and rtp://: one datagram channel reading several datagrams per system call (recvmmsg). NIO splits
+    /// one receive buffer across the messages of a vector read, so the buffer holds a whole datagram per message:
+    /// up to 64 KiB for raw UDP (senders choose any size), 9 KiB (jumbo MTU) for RTP.
+    private func bindDatagrams(worker: StreamWorker) async throws -> Channel {
+        let configuration = self.configuration
+        let logger = self.logger
+        let (messages, messageBytes) = configuration.listen.transport == .rtp ? (16, 9216) : (8, 65536)
+        let bootstrap = DatagramBootstrap(group: group)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(.socketOption(.so_rcvbuf), value: 8 << 20)
+            .channelOption(.datagramVectorReadMessageCount, value: messages)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: messages * messageBytes))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if configuration.idleTimeout > 0 {
+                        try channel.pipeline.syncOperations.addHandler(
+                            IdleStateHandler(readTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9))))
+                    }
+                    try channel.pipeline.syncOperations.addHandler(DatagramSenderHandler(
+                        worker: worker, logger: logger, policy: configuration.secondSender,
+                        idleTimeout: configuration.idleTimeout))
                 }
             }
         if let inheritedDescriptor {

@@ -27,7 +27,10 @@ final class StreamWorker: @unchecked Sendable {
     enum Work {
         case listening
         case connected(ConnectionID, remote: String)
+        /// Annex B bytes (a TCP read, or a raw UDP datagram).
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// One RTP packet.
+        case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
         case disconnected(ConnectionID, reason: String)
         case stop
     }
@@ -54,6 +57,8 @@ final class StreamWorker: @unchecked Sendable {
     private var writer: FrameRingWriter
     private var splitter: AnnexBSplitter
     private var assembler: AccessUnitAssembler
+    /// For `rtp://` streams: NAL units come from RTP packets instead of the Annex B splitter.
+    private var depacketizer: RTPDepacketizer?
     private var decoder: StreamDecoder!
     private var connection: ConnectionID?
     private var bytesThisConnection: Int64 = 0
@@ -94,8 +99,14 @@ final class StreamWorker: @unchecked Sendable {
     /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        queue.push(.bytes(bytes, receivedAt: time, connection: connection), bytes: bytes.count) < backlogHighWater
+        let work: Work = configuration.listen.transport == .rtp
+            ? .rtp(bytes, receivedAt: time, connection: connection)
+            : .bytes(bytes, receivedAt: time, connection: connection)
+        return queue.push(work, bytes: bytes.count) < backlogHighWater
     }
+
+    /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.
+    var acceptsMoreBytes: Bool { queue.waitingBytes < backlogHighWater }
 
     /// `resume` runs once the backlog has drained to half the high-water mark: on the decode thread when it gets
     /// there, or at once if it already has (the thread may have drained the queue before this was registered).
@@ -134,6 +145,9 @@ final class StreamWorker: @unchecked Sendable {
             case .bytes(let bytes, let time, let id):
                 guard id == connection else { continue }
                 receive(bytes, at: time)
+            case .rtp(let bytes, let time, let id):
+                guard id == connection else { continue }
+                receivePacket(bytes, at: time)
             case .disconnected(let id, let reason):
                 guard id == connection else { continue }
                 end(reason: reason)
@@ -174,6 +188,10 @@ final class StreamWorker: @unchecked Sendable {
         // decoder stays: identical parameter sets from the new sender cost no recreation.
         splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        if configuration.listen.transport == .rtp, let codec = configuration.codec {
+            depacketizer = RTPDepacketizer(
+                codec: codec, payloadType: configuration.rtpPayloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes)
+        }
         discontinuity = true
         writer.count(\.connections)
         setState(.streaming)
@@ -220,6 +238,38 @@ final class StreamWorker: @unchecked Sendable {
             warnings.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
         }
         process(units)
+    }
+
+    /// One RTP packet: depacketized into NAL units; the marker bit ends the access unit at once.
+    private func receivePacket(_ datagram: [UInt8], at time: UInt64) {
+        arrivals.append((depacketizer?.offset ?? 0, time))
+        if arrivals.count > 4096 { arrivals.removeFirst(2048) }
+        bytesThisConnection += Int64(datagram.count)
+        writer.count(\.bytesReceived, UInt64(datagram.count))
+        let packet: RTPPacket
+        do {
+            packet = try RTPPacket(parsing: datagram[...])
+        } catch {
+            warnings.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
+            return
+        }
+        var events: [RTPDepacketizerEvent] = []
+        depacketizer?.push(packet) { events.append($0) }
+        for event in events {
+            switch event {
+            case .nalUnit(let unit, _):
+                process([unit])
+            case .endOfAccessUnit:
+                var assembled: [AssemblerEvent] = []
+                assembler.endAccessUnit { assembled.append($0) }
+                for event in assembled { handle(event) }
+            case .packetsLost(let count):
+                discontinuity = true
+                warnings.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(depacketizer?.statistics.lostPackets ?? 0) so far)")
+            case .dropped(let reason):
+                warnings.log(.warning, key: "rtp-\(reason.rawValue)", now: time, "RTP payload dropped: \(reason.rawValue)")
+            }
+        }
     }
 
     private func process(_ units: [NALUnit]) {

@@ -54,7 +54,8 @@ import Testing
 
     @Test(arguments: [
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nmax_widht = 5\n", 4, "unknown key 'max_widht'"),
-        ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:1\"\n", 3, "scheme 'udp' is not supported"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\n", 3, "scheme 'srt' is not supported"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\n", 1, "rtp:// needs codec"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:70000\"\n", 3, "port"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nhwaccel = \"metal\"\n", 4, "hwaccel must be"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nslots = 1\n", 4, "slots must be"),

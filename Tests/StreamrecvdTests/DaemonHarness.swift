@@ -40,7 +40,7 @@ final class DaemonProcess {
     var shmName: String { "streamrecv-\(name)" }
 
     /// - Parameter settings: extra `key = value` lines for the `[[stream]]` table.
-    init(label: String, settings: [String: String] = [:], start: Bool = true) throws {
+    init(label: String, settings: [String: String] = [:], transport: String = "tcp", start: Bool = true) throws {
         let tag = String(label.unicodeScalars.filter { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }.prefix(10))
         name = "t\(getpid() % 100_000)-\(tag)-\(UInt16.random(in: 0...UInt16.max))"
         port = freePort()
@@ -48,7 +48,7 @@ final class DaemonProcess {
         configPath = directory.appendingPathComponent("streamrecvd.toml").path
         logPath = directory.appendingPathComponent("streamrecvd.log").path
         var lines = ["[daemon]", "log_level = \"debug\"", "", "[[stream]]", "name = \"\(name)\"",
-                     "listen = \"tcp://127.0.0.1:\(port)\"", "hwaccel = \"none\""]
+                     "listen = \"\(transport)://127.0.0.1:\(port)\"", "hwaccel = \"none\""]
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) where key != "hwaccel" { lines.append("\(key) = \(value)") }
         if let hwaccel = settings["hwaccel"] { lines[6] = "hwaccel = \(hwaccel)" }
         try lines.joined(separator: "\n").write(toFile: configPath, atomically: true, encoding: .utf8)

@@ -7,7 +7,8 @@ import Testing
 /// Sends `stream` to a fresh daemon over TCP and reads it back with `streamrecvctl cat` in another process;
 /// the frames must be FFmpeg's, md5 for md5, in order.
 func expectBitExact(
-    _ stream: [UInt8], label: String, output: String = "native", sender: ((DaemonProcess, [UInt8]) throws -> Void)? = nil
+    _ stream: [UInt8], label: String, output: String = "native", transport: String = "tcp",
+    settings extra: [String: String] = [:], sender: ((DaemonProcess, [UInt8]) throws -> Void)? = nil
 ) throws {
     let directory = try TestEnvironment.temporaryDirectory()
     let facts = StreamFacts(stream)
@@ -20,7 +21,7 @@ func expectBitExact(
     let daemon = try DaemonProcess(label: label, settings: [
         "max_width": String(facts.maxWidth + 64), "max_height": String(facts.maxHeight + 64),
         "slots": String(slots), "output": "\"\(output)\"",
-    ])
+    ].merging(extra) { $1 }, transport: transport)
     guard !reference.isEmpty else {
         try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: pause)
         #expect(daemon.waitUntilPublished(0))
@@ -128,6 +129,33 @@ func expectBitExact(
         try expectBitExact([UInt8](try Data(contentsOf: url)), label: "ffsend", output: "auto") { daemon, _ in
             try runChecked("ffmpeg", ["-v", "error", "-re", "-i", url.path, "-c", "copy", "-f", "h264",
                                       "tcp://127.0.0.1:\(daemon.port)"])
+        }
+    }
+
+    /// Raw Annex B in UDP datagrams, as `ffmpeg -f h264 udp://` sends it (split anywhere, 1316-byte packets);
+    /// the stream ends when the sender goes quiet for idle_timeout.
+    @Test func rawUDPFromFFmpeg() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 25,
+                                              encoderParameters: "bframes=2", in: directory, name: "u.h264")
+        try expectBitExact([UInt8](try Data(contentsOf: url)), label: "udp", output: "auto", transport: "udp",
+                           settings: ["idle_timeout": "1"]) { daemon, _ in
+            try runChecked("ffmpeg", ["-v", "error", "-re", "-i", url.path, "-c", "copy", "-f", "h264",
+                                      "udp://127.0.0.1:\(daemon.port)?pkt_size=1316"])
+        }
+    }
+
+    /// RTP from FFmpeg's packetizer: FU-A/FU fragments and aggregates depacketized, the marker bit ending each
+    /// access unit.
+    @Test(arguments: ["h264", "h265"])
+    func rtpFromFFmpeg(codec: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: codec, size: "640x360", frames: 25,
+                                              encoderParameters: "bframes=2", in: directory, name: "r.\(codec)")
+        try expectBitExact([UInt8](try Data(contentsOf: url)), label: "rtp\(codec)", output: "auto", transport: "rtp",
+                           settings: ["idle_timeout": "1", "codec": "\"\(codec)\""]) { daemon, _ in
+            try runChecked("ffmpeg", ["-v", "error", "-re", "-i", url.path, "-c", "copy", "-f", "rtp",
+                                      "rtp://127.0.0.1:\(daemon.port)?pkt_size=1200"])
         }
     }
 }
