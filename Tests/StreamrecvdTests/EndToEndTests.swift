@@ -139,7 +139,7 @@ func expectBitExact(
         let url = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 25,
                                               encoderParameters: "bframes=2", in: directory, name: "u.h264")
         try expectBitExact([UInt8](try Data(contentsOf: url)), label: "udp", output: "auto", transport: "udp",
-                           settings: ["idle_timeout": "1"]) { daemon, _ in
+                           settings: ["idle_timeout": "3"]) { daemon, _ in
             try runChecked("ffmpeg", ["-v", "error", "-re", "-i", url.path, "-c", "copy", "-f", "h264",
                                       "udp://127.0.0.1:\(daemon.port)?pkt_size=1316"])
         }
@@ -153,7 +153,7 @@ func expectBitExact(
         let url = try GeneratedStreams.encode(codec: codec, size: "640x360", frames: 25,
                                               encoderParameters: "bframes=2", in: directory, name: "r.\(codec)")
         try expectBitExact([UInt8](try Data(contentsOf: url)), label: "rtp\(codec)", output: "auto", transport: "rtp",
-                           settings: ["idle_timeout": "1", "codec": "\"\(codec)\""]) { daemon, _ in
+                           settings: ["idle_timeout": "3", "codec": "\"\(codec)\""]) { daemon, _ in
             try runChecked("ffmpeg", ["-v", "error", "-re", "-i", url.path, "-c", "copy", "-f", "rtp",
                                       "rtp://127.0.0.1:\(daemon.port)?pkt_size=1200"])
         }
