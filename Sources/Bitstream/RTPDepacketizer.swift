@@ -23,9 +23,8 @@ public enum RTPDrop: String, Sendable, Equatable {
 /// Turns RTP packets into NAL units: H.264 per RFC 6184 (single NAL unit, STAP-A, FU-A; non-interleaved mode) and
 /// H.265 per RFC 7798 (single NAL unit, AP, FU; without DONL, i.e. sprop-max-don-diff = 0). Pure and incremental:
 /// aggregated NAL units are slices of the packet (no copy); fragments are gathered in one reused buffer, bounded by
-/// `maximumNALUnitSize`. Packets are taken in arrival order: a sequence gap is reported, and a fragment cut by it
-/// is dropped rather than handed out damaged. There is no reorder window yet, so a packet overtaken by its successor
-/// counts as lost and is then dropped as late.
+/// `maximumNALUnitSize`. Packets are taken in the order given (`RTPReorderBuffer` restores sequence order in front of
+/// it): a sequence gap is reported, and a fragment cut by it is dropped rather than handed out damaged.
 public struct RTPDepacketizer {
     public struct Statistics: Sendable, Equatable {
         public var packets = 0

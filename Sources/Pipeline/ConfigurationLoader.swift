@@ -21,6 +21,7 @@ public enum ConfigurationLoader {
     static let streamKeys: Set<String> = [
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
         "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
+        "rtp_reorder_window", "loss_policy",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -128,6 +129,11 @@ public enum ConfigurationLoader {
         stream.maxAccessUnitBytes = stream.defaultMaxAccessUnitBytes
         if let bytes = try integer("max_access_unit_bytes", 4096...(1 << 30)) { stream.maxAccessUnitBytes = bytes }
         if let payloadType = try integer("rtp_payload_type", 0...127) { stream.rtpPayloadType = UInt8(payloadType) }
+        if let window = try integer("rtp_reorder_window", 1...1024) { stream.rtpReorderWindow = window }
+        if let policy = try string("loss_policy") {
+            guard let value = LossPolicy(rawValue: policy) else { throw error("loss_policy", "loss_policy must be conceal or keyframe") }
+            stream.lossPolicy = value
+        }
         if stream.listen.transport == .rtp && stream.codec == nil {
             // The depacketizer must know the payload format before the first parameter set can be seen.
             throw error("codec", "rtp:// needs codec = \"h264\" or \"h265\" (the RTP payload format depends on it)")

@@ -37,6 +37,14 @@ public enum SecondSenderPolicy: String, Sendable {
     case takeover
 }
 
+/// Frames decoded after a loss (RTP sequence gap) until the next random-access point.
+public enum LossPolicy: String, Sendable {
+    /// Published with the corrupt flag: the decoder's concealment, marked as such.
+    case conceal
+    /// Withheld: nothing is published until the next keyframe.
+    case keyframe
+}
+
 /// One `[[stream]]` entry, validated.
 public struct StreamConfiguration: Sendable, Equatable {
     public var name: String
@@ -57,6 +65,10 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var maxAccessUnitBytes: Int
     /// RTP payload type of the video (dynamic types are negotiated out of band; 96 is the common choice).
     public var rtpPayloadType: UInt8 = 96
+    /// Packets an RTP packet may be overtaken by and still be put back in order.
+    public var rtpReorderWindow = 8
+    /// What frames decoded after lost data look like until the next keyframe.
+    public var lossPolicy = LossPolicy.conceal
 
     public init(name: String, listen: ListenAddress) {
         self.name = name

@@ -42,6 +42,7 @@ final class StreamWorker: @unchecked Sendable {
         var keyframe: Bool
         var orientation: DisplayOrientation?
         var format: SequenceFormat?
+        var afterLoss: Bool
     }
 
     let configuration: StreamConfiguration
@@ -59,6 +60,9 @@ final class StreamWorker: @unchecked Sendable {
     private var assembler: AccessUnitAssembler
     /// For `rtp://` streams: NAL units come from RTP packets instead of the Annex B splitter.
     private var depacketizer: RTPDepacketizer?
+    private var reorder: RTPReorderBuffer?
+    /// Data was lost since the last random-access point: frames decoded now follow `loss_policy`.
+    private var lostSinceKeyframe = false
     private var decoder: StreamDecoder!
     private var connection: ConnectionID?
     private var bytesThisConnection: Int64 = 0
@@ -191,7 +195,9 @@ final class StreamWorker: @unchecked Sendable {
         if configuration.listen.transport == .rtp, let codec = configuration.codec {
             depacketizer = RTPDepacketizer(
                 codec: codec, payloadType: configuration.rtpPayloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes)
+            reorder = RTPReorderBuffer(window: configuration.rtpReorderWindow)
         }
+        lostSinceKeyframe = false
         discontinuity = true
         writer.count(\.connections)
         setState(.streaming)
@@ -199,6 +205,9 @@ final class StreamWorker: @unchecked Sendable {
     }
 
     private func end(reason: String) {
+        var held: [RTPPacket] = []
+        reorder?.flush { held.append($0) }
+        for packet in held { depacketize(packet, at: MonotonicClock.nanoseconds()) }
         var units: [NALUnit] = []
         splitter.flush { units.append($0) }
         process(units)
@@ -253,6 +262,12 @@ final class StreamWorker: @unchecked Sendable {
             warnings.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
             return
         }
+        var ordered: [RTPPacket] = []
+        reorder?.push(packet) { ordered.append($0) }
+        for packet in ordered { depacketize(packet, at: time) }
+    }
+
+    private func depacketize(_ packet: RTPPacket, at time: UInt64) {
         var events: [RTPDepacketizerEvent] = []
         depacketizer?.push(packet) { events.append($0) }
         for event in events {
@@ -265,6 +280,7 @@ final class StreamWorker: @unchecked Sendable {
                 for event in assembled { handle(event) }
             case .packetsLost(let count):
                 discontinuity = true
+                lostSinceKeyframe = true
                 warnings.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(depacketizer?.statistics.lostPackets ?? 0) so far)")
             case .dropped(let reason):
                 warnings.log(.warning, key: "rtp-\(reason.rawValue)", now: time, "RTP payload dropped: \(reason.rawValue)")
@@ -333,11 +349,12 @@ final class StreamWorker: @unchecked Sendable {
             return
         }
         if let change = unit.displayOrientation { orientation = change }
+        if unit.isKeyframe { lostSinceKeyframe = false }
         let pts = nextPTS
         nextPTS += 1
         pending[pts] = PendingFrame(
             timeFirstByte: arrivalTime(ofOffset: unit.streamOffset), timeComplete: now,
-            keyframe: unit.isKeyframe, orientation: orientation, format: unit.format)
+            keyframe: unit.isKeyframe, orientation: orientation, format: unit.format, afterLoss: lostSinceKeyframe)
         if pending.count > 512 {
             // Access units that produced no frame (undecodable, dropped by the decoder) leave stale entries.
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
@@ -361,8 +378,14 @@ final class StreamWorker: @unchecked Sendable {
             return
         }
         let meta = pending.removeValue(forKey: frame.pts)
+        if meta?.afterLoss == true && configuration.lossPolicy == .keyframe {
+            writer.count(\.framesDropped)
+            warnings.log(.warning, key: "withheld", now: decodedAt, "frame after lost data withheld until the next keyframe (loss_policy = keyframe)")
+            return
+        }
         var metadata = FrameMetadata()
         var flags: FrameFlags = []
+        if meta?.afterLoss == true { flags.insert(.corrupt) }
         if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
         if frame.isCorrupt { flags.insert(.corrupt) }
         if discontinuity { flags.insert(.discontinuity) }

@@ -1,0 +1,73 @@
+import FrameFormats
+import Foundation
+import Glibc
+import SharedFrames
+import StreamrecvTestSupport
+import Testing
+
+/// All frames of a stream read in-process from its ring (the test's own reader), with their flags.
+func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: FrameFlags)] {
+    guard let reader = try? FrameRingReader(shmName: shmName) else { return [] }
+    var frames: [(pixels: [UInt8], flags: FrameFlags)] = []
+    var pixels: [UInt8] = []
+    var previous: UInt64 = 0
+    while frames.count < count, case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 5_000_000_000) {
+        frames.append((PlanarConversion.planar(pixels, layout: info.layout), info.flags))
+        previous = info.sequence
+    }
+    return frames
+}
+
+@Suite(.serialized) struct RTPLossTests {
+    /// 20 frames, two GOPs of 10, no B-frames: frame order is decoding order.
+    static func source() throws -> (path: String, reference: [[UInt8]], packets: [[UInt8]]) {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 20,
+                                              encoderParameters: "keyint=10:min-keyint=10:bframes=0:scenecut=0",
+                                              in: directory, name: "l.h264")
+        return (url.path, try referenceFrames(url.path, frameBytes: 320 * 240 * 3 / 2), try captureRTP(of: url.path))
+    }
+
+    @Test func reorderedPacketsAreRestored() throws {
+        let (_, reference, packets) = try Self.source()
+        var shuffled = packets
+        for index in stride(from: 5, to: shuffled.count - 1, by: 7) { shuffled.swapAt(index, index + 1) }
+        let daemon = try DaemonProcess(label: "reorder", settings: [
+            "max_width": "320", "max_height": "240", "slots": "32", "codec": "\"h264\"", "idle_timeout": "3",
+        ], transport: "rtp")
+        sendDatagrams(shuffled, port: daemon.port)
+        #expect(daemon.waitUntilPublished(20))
+        let frames = readFrames(daemon.shmName, count: 20)
+        #expect(frames.map(\.pixels) == reference)
+        #expect(!frames.contains { $0.flags.contains(.corrupt) })
+    }
+
+    @Test(arguments: ["conceal", "keyframe"])
+    func aLostPacketFollowsTheLossPolicyAndTheNextKeyframeIsExact(policy: String) throws {
+        let (_, reference, packets) = try Self.source()
+        // Drop the first packet of frame 4 (timestamps tell frames apart): the rest of that NAL unit are fragments
+        // without a start, so frame 4 is lost whole and frames 5…9 are decoded from a damaged reference.
+        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let frameStarts = timestamps.indices.filter { $0 == 0 || timestamps[$0] != timestamps[$0 - 1] }
+        var lossy = packets
+        lossy.remove(at: frameStarts[4])
+        let daemon = try DaemonProcess(label: "loss\(policy)", settings: [
+            "max_width": "320", "max_height": "240", "slots": "32", "codec": "\"h264\"", "idle_timeout": "3",
+            "loss_policy": "\"\(policy)\"",
+        ], transport: "rtp")
+        sendDatagrams(lossy, port: daemon.port)
+        let expected = policy == "conceal" ? 19 : 14
+        #expect(daemon.waitUntilPublished(UInt64(expected)))
+        let frames = readFrames(daemon.shmName, count: expected)
+        #expect(frames.count == expected)
+        #expect(Array(frames.prefix(4).map(\.pixels)) == Array(reference.prefix(4)), "frames before the loss are exact")
+        #expect(Array(frames.suffix(10).map(\.pixels)) == Array(reference.suffix(10)), "the next GOP is exact")
+        #expect(!frames.suffix(10).contains { $0.flags.contains(.corrupt) })
+        if policy == "conceal" {
+            #expect(frames[4..<9].allSatisfy { $0.flags.contains(.corrupt) }, "frames after the loss are flagged")
+        }
+        #expect(daemon.status?.counters.framesDropped == (policy == "keyframe" ? 5 : 0))
+        #expect(daemon.log.contains("RTP packet(s) lost"))
+        #expect(daemon.isRunning)
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Glibc
+
+/// The datagrams FFmpeg's RTP muxer sends for `file` (`ffmpeg -re -i FILE -c copy -f rtp`), captured on a UDP socket
+/// on loopback: a real packetizer's output, to replay, drop or reorder in tests.
+public func captureRTP(of file: String, packetSize: Int = 1200) throws -> [[UInt8]] {
+    let receiver = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { close(receiver) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(receiver, $0, length); return getsockname(receiver, $0, &length) }
+    }
+    var buffer = 8 << 20
+    setsockopt(receiver, SOL_SOCKET, SO_RCVBUF, &buffer, socklen_t(MemoryLayout<Int>.size))
+    let port = UInt16(bigEndian: address.sin_port)
+    try runChecked("ffmpeg", ["-v", "error", "-re", "-i", file, "-c", "copy", "-f", "rtp",
+                              "rtp://127.0.0.1:\(port)?pkt_size=\(packetSize)"])
+    var datagrams: [[UInt8]] = []
+    var bytes = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = recv(receiver, &bytes, bytes.count, Int32(MSG_DONTWAIT))
+        if count <= 0 { break }
+        datagrams.append(Array(bytes[0..<count]))
+    }
+    return datagrams
+}
+
+/// Sends datagrams to a UDP port on loopback, one every `pauseMicroseconds`.
+public func sendDatagrams(_ datagrams: [[UInt8]], port: Int, pauseMicroseconds: UInt32 = 1000) {
+    let sender = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { close(sender) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    for datagram in datagrams {
+        _ = datagram.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(sender, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        usleep(pauseMicroseconds)
+    }
+}
