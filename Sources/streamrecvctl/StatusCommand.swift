@@ -18,6 +18,11 @@ struct StatusCommand: ParsableCommand {
     var json = false
 
     func run() throws {
+        try Self.printStatus(name: name, shm: shm, json: json)
+    }
+
+    /// Prints the table (or JSON lines) once.
+    static func printStatus(name: String?, shm: String?, json: Bool) throws {
         let names: [String]
         if let shm { names = [shm] } else if let name { names = ["streamrecv-" + name] } else { names = Self.ringNames() }
         var rows: [RingStatus] = []
@@ -80,7 +85,39 @@ struct StatusCommand: ParsableCommand {
         return line.rendered
     }
 
-    private func pad(_ text: String, _ width: Int) -> String {
+    private static func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}
+
+/// `streamrecvctl watch [NAME]`: the status table, redrawn every interval until interrupted.
+struct WatchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch", abstract: "Show the status table, refreshed live (Ctrl-C to stop).")
+
+    @Argument(help: "A stream name; all streamrecv-* objects in /dev/shm when omitted.")
+    var name: String?
+
+    @Option(help: "Seconds between refreshes.")
+    var interval: Double = 1
+
+    @Option(help: "Stop after this many refreshes (for scripts and tests).")
+    var count: Int?
+
+    func validate() throws {
+        guard interval >= 0.05 else { throw ValidationError("--interval must be at least 0.05 s") }
+    }
+
+    func run() throws {
+        var shown = 0
+        while count.map({ shown < $0 }) ?? true {
+            // Clear the screen and home the cursor, then draw: one frame per refresh, no scrolling.
+            print("\u{1B}[2J\u{1B}[H", terminator: "")
+            try StatusCommand.printStatus(name: name, shm: nil, json: false)
+            fflush(nil)  // all output streams: the table must appear before the pause
+            shown += 1
+            if count.map({ shown >= $0 }) ?? false { break }
+            usleep(UInt32(interval * 1_000_000))
+        }
     }
 }

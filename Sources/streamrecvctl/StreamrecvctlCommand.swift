@@ -7,6 +7,6 @@ struct StreamrecvctlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streamrecvctl",
         abstract: "Inspect H.264/H.265 streams and the streams of a running streamrecvd.",
-        subcommands: [InspectCommand.self, CatCommand.self, StatusCommand.self]
+        subcommands: [InspectCommand.self, CatCommand.self, StatusCommand.self, WatchCommand.self]
     )
 }

@@ -194,4 +194,40 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
         #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("<") && $0.dropFirst(2).hasPrefix(">") }, "\(lines.prefix(3))")
         #expect(lines.contains { $0.hasPrefix("<6>listening") })
     }
+
+    /// Socket activation of a UDP stream: systemd-socket-activate hands over a datagram socket.
+    @Test func datagramSocketActivation() throws {
+        let daemon = try DaemonProcess(label: "activateudp", settings: ["max_width": "160", "max_height": "96", "idle_timeout": "2"],
+                                       transport: "udp", start: false)
+        let activationPort = freePort()
+        let activator = try spawn("/usr/bin/systemd-socket-activate", [
+            "--datagram", "-l", "127.0.0.1:\(activationPort)", "--fdname=\(daemon.name)", tool("streamrecvd"),
+            "--config", daemon.configPath,
+        ], log: daemon.logPath)
+        defer {
+            kill(activator, SIGTERM)
+            var status: Int32 = 0
+            waitpid(activator, &status, 0)
+        }
+        // In datagram mode the daemon starts with the first datagram; keep sending until it is up.
+        let stream = try generated("h264", frames: 10)
+        var datagrams: [[UInt8]] = []
+        for start in stride(from: 0, to: stream.count, by: 1000) { datagrams.append(Array(stream[start..<min(stream.count, start + 1000)])) }
+        let deadline = Date().addingTimeInterval(20)
+        while (try? FrameRingReader(shmName: daemon.shmName)) == nil && Date() < deadline {
+            sendDatagrams([[0]], port: activationPort, pauseMicroseconds: 50_000)
+        }
+        // The wake-up datagrams formed a "sender" of their own: wait until the idle timeout has ended it.
+        while !daemon.log.contains("sender disconnected") && Date() < deadline { usleep(50_000) }
+        sendDatagrams(datagrams, port: activationPort)
+        #expect(daemon.waitUntilPublished(10, timeout: 30))
+        #expect(daemon.log.contains("inherited socket"))
+    }
+
+    @Test func watchRedrawsTheStatusTable() throws {
+        let daemon = try DaemonProcess(label: "watch", settings: ["max_width": "160", "max_height": "96"])
+        let result = try runChecked(tool("streamrecvctl"), ["watch", daemon.name, "--count", "2", "--interval", "0.1"])
+        #expect(result.text.components(separatedBy: "\u{1B}[2J").count == 3)
+        #expect(result.text.contains(daemon.name) && result.text.contains("waiting"))
+    }
 }
