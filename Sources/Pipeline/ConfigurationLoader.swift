@@ -17,11 +17,12 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
 /// Reads and validates the TOML configuration. Unknown keys are errors (a typo must not silently fall back to a
 /// default); every error names its line.
 public enum ConfigurationLoader {
-    static let daemonKeys: Set<String> = ["log_level"]
+    static let daemonKeys: Set<String> = ["log_level", "metrics"]
     static let streamKeys: Set<String> = [
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
         "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
-        "rtp_reorder_window", "loss_policy",
+        "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
+        "max_connections_per_second",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -64,6 +65,12 @@ public enum ConfigurationLoader {
                                "daemon", nil, "log_level")
                 }
                 configuration.logLevel = level
+            }
+            if let value = daemon["metrics"] {
+                guard let text = value.string else { throw fail("metrics must be a string \"HOST:PORT\"", "daemon", nil, "metrics") }
+                configuration.metrics = try parseListen("tcp://" + text) { message in
+                    fail("metrics must look like \"127.0.0.1:9464\" (HOST:PORT)", "daemon", nil, "metrics")
+                }
             }
         }
         guard let streamValue = table["stream"] else { throw fail("no [[stream]] configured") }
@@ -134,6 +141,33 @@ public enum ConfigurationLoader {
             guard let value = LossPolicy(rawValue: policy) else { throw error("loss_policy", "loss_policy must be conceal or keyframe") }
             stream.lossPolicy = value
         }
+        if let request = try string("keyframe_request") {
+            guard let value = KeyframeRequest(rawValue: request) else { throw error("keyframe_request", "keyframe_request must be none, pli or fir") }
+            stream.keyframeRequest = value
+        }
+        if let value = entry["keyframe_request_interval"] {
+            guard let seconds = value.double ?? value.int.map(Double.init), seconds >= 0.05, seconds <= 3600 else {
+                throw error("keyframe_request_interval", "keyframe_request_interval must be a number of seconds in 0.05...3600")
+            }
+            stream.keyframeRequestInterval = seconds
+        }
+        if let value = entry["rtcp_mux"] {
+            guard let flag = value.bool else { throw error("rtcp_mux", "rtcp_mux must be true or false") }
+            stream.rtcpMux = flag
+        }
+        if stream.keyframeRequest != .none && stream.listen.transport != .rtp {
+            throw error("keyframe_request", "keyframe_request needs an rtp:// stream (RTCP feedback)")
+        }
+        if let value = entry["allow"] {
+            guard let list = value.array else { throw error("allow", "allow must be a list of networks, e.g. [\"192.168.1.0/24\", \"::1\"]") }
+            for item in list {
+                guard let text = item.string, let range = AddressRange(text) else {
+                    throw error("allow", "allow entry \(item.string.map { "'\($0)'" } ?? "(not a string)") is not an address or CIDR network")
+                }
+                stream.allow.append(range)
+            }
+        }
+        if let rate = try integer("max_connections_per_second", 1...10000) { stream.maxConnectionsPerSecond = rate }
         if stream.listen.transport == .rtp && stream.codec == nil {
             // The depacketizer must know the payload format before the first parameter set can be seen.
             throw error("codec", "rtp:// needs codec = \"h264\" or \"h265\" (the RTP payload format depends on it)")

@@ -1,29 +1,35 @@
+import CoreMetrics
 import Decoding
 import Glibc
 import Logging
-import NIOConcurrencyHelpers
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
 
-/// Runs every configured stream until SIGTERM/SIGINT: the whole daemon, minus argument parsing.
+/// Runs every configured stream until SIGTERM/SIGINT, reloading on SIGHUP: the whole daemon, minus argument parsing.
 public enum Daemon {
-    public static func run(configuration: DaemonConfiguration, logger: Logger) async throws {
+    /// - Parameter configurationPath: the file SIGHUP reloads; nil disables reloading.
+    public static func run(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) async throws {
         try checkNamedHardware(configuration, logger: logger)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let inherited = assignInheritedListeners(to: configuration.streams, logger: logger)
-        let readiness = NIOLockedValueBox<SystemdNotifierService?>(nil)
-        let pipelines = configuration.streams.map { stream in
-            StreamPipeline(configuration: stream, group: group, logger: logger, inheritedDescriptor: inherited[stream.name]) {
-                readiness.withLockedValue { $0 }?.pipelineIsReady()
-            }
+        var factory: any MetricsFactory = NOOPMetricsHandler.instance
+        var metricsServer: MetricsServer?
+        if let address = configuration.metrics {
+            let registry = PrometheusCollectorRegistry()
+            factory = MetricsServer.factory(registry: registry)
+            metricsServer = MetricsServer(address: address, registry: registry, group: group, logger: logger)
         }
-        let notifier = SystemdNotifierService(pipelines: pipelines, logger: logger)
-        readiness.withLockedValue { $0 = notifier }
-        // Graceful shutdown runs in reverse order: the notifier says STOPPING=1 first, then the streams drain.
+        let supervisor = StreamSupervisor(
+            configuration: configuration, configurationPath: configurationPath, group: group,
+            metricsFactory: factory, inherited: inherited, logger: logger)
+        let notifier = SystemdNotifierService(supervisor: supervisor, initialStreams: configuration.streams.count, logger: logger)
+        // Graceful shutdown runs in reverse order: the metrics endpoint closes, the notifier says STOPPING=1,
+        // then the streams drain.
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: supervisor), .init(service: notifier)]
+            + (metricsServer.map { [.init(service: $0)] } ?? [])
         let serviceGroup = ServiceGroup(configuration: .init(
-            services: pipelines.map { .init(service: $0) } + [.init(service: notifier)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await serviceGroup.run()
         } catch {

@@ -1,19 +1,34 @@
 import Glibc
 import Logging
+import NIOConcurrencyHelpers
 
 /// Log lines for the systemd journal when stderr is connected to it (`JOURNAL_STREAM` names stderr's device and
 /// inode), plain timestamped lines otherwise. Journal lines carry the syslog priority as a `<N>` prefix, which
 /// journald turns into PRIORITY=, and leave the timestamp to journald.
 public struct JournalLogHandler: LogHandler {
-    public var logLevel: Logger.Level
+    /// The daemon-wide level (`[daemon] log_level`), which a reload may change for every logger at once.
+    private static let daemonLevel = NIOLockedValueBox(Logger.Level.info)
+    /// Set when a logger overrides the daemon-wide level for itself.
+    private var ownLevel: Logger.Level?
     public var metadata: Logger.Metadata = [:]
     private let label: String
     private let journal: Bool
 
-    public init(label: String, level: Logger.Level, journal: Bool = JournalLogHandler.stderrIsJournal) {
+    public var logLevel: Logger.Level {
+        get { ownLevel ?? Self.daemonLevel.withLockedValue { $0 } }
+        set { ownLevel = newValue }
+    }
+
+    /// - Parameter level: this logger's own level; nil follows the daemon-wide one.
+    public init(label: String, level: Logger.Level? = nil, journal: Bool = JournalLogHandler.stderrIsJournal) {
         self.label = label
-        logLevel = level
+        ownLevel = level
         self.journal = journal
+    }
+
+    /// Changes the level of every logger that has not set its own.
+    public static func setDaemonLevel(_ level: Logger.Level) {
+        daemonLevel.withLockedValue { $0 = level }
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

@@ -106,33 +106,63 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-/// The datagram side (udp:// and rtp://): the first source address is the sender until it goes quiet for
-/// `idle_timeout`; datagrams from other sources are ignored (`second_sender = "refuse"`) or take over.
+/// The datagram side (udp:// and rtp://): the first allowed source address is the sender until it goes quiet for
+/// `idle_timeout`; datagrams from other sources are ignored (`second_sender = "refuse"`) or take over. For
+/// rtp:// with `keyframe_request`, RTCP feedback goes back to the sender from the same socket.
 final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
     private let worker: StreamWorker
     private let logger: Logger
-    private let policy: SecondSenderPolicy
-    private let idleTimeout: Double
+    private let configuration: StreamConfiguration
+    private let metrics: StreamMetrics
     private var active: (id: ConnectionID, source: SocketAddress)?
     private var nextID: ConnectionID = 1
     private var refused = 0
     private var dropped = 0
+    private var disallowed = 0
 
-    init(worker: StreamWorker, logger: Logger, policy: SecondSenderPolicy, idleTimeout: Double) {
+    init(worker: StreamWorker, logger: Logger, configuration: StreamConfiguration, metrics: StreamMetrics) {
         self.worker = worker
         self.logger = logger
-        self.policy = policy
-        self.idleTimeout = idleTimeout
+        self.configuration = configuration
+        self.metrics = metrics
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        guard configuration.keyframeRequest != .none else { return }
+        let channel = context.channel
+        worker.setFeedbackSender { [self] bytes in
+            channel.eventLoop.execute { self.sendFeedback(bytes, on: channel) }
+        }
+    }
+
+    /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
+    private func sendFeedback(_ bytes: [UInt8], on channel: Channel) {
+        guard var destination = active?.source, let port = destination.port else { return }
+        if !configuration.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
+        let envelope = AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes))
+        channel.writeAndFlush(NIOAny(envelope), promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var envelope = unwrapInboundIn(data)
         let source = envelope.remoteAddress
+        guard configuration.allow.allows(source) else {
+            disallowed += 1
+            metrics.refused(.notAllowed)
+            if disallowed == 1 || disallowed % 1000 == 0 {
+                logger.warning("datagrams from a source outside allow ignored", metadata: [
+                    "remote": "\(source)", "ignored": "\(disallowed)",
+                ])
+            }
+            return
+        }
         if let current = active, current.source != source {
-            guard policy == .takeover else {
+            guard configuration.secondSender == .takeover else {
                 refused += 1
+                metrics.refused(.secondSender)
                 if refused == 1 || refused % 1000 == 0 {
                     logger.warning("datagrams from a second sender ignored (second_sender = refuse)", metadata: [
                         "remote": "\(source)", "ignored": "\(refused)",
@@ -162,7 +192,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            end(reason: "no data for \(idleTimeout) s (idle_timeout)")
+            end(reason: "no data for \(configuration.idleTimeout) s (idle_timeout)")
             return
         }
         context.fireUserInboundEventTriggered(event)

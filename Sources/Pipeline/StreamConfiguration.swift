@@ -45,6 +45,16 @@ public enum LossPolicy: String, Sendable {
     case keyframe
 }
 
+/// RTCP feedback asking an RTP sender for a keyframe after a loss.
+public enum KeyframeRequest: String, Sendable {
+    /// No feedback: the stream recovers at the sender's next keyframe.
+    case none
+    /// Picture Loss Indication (RFC 4585 §6.3.1).
+    case pli
+    /// Full Intra Request (RFC 5104 §4.3.1).
+    case fir
+}
+
 /// One `[[stream]]` entry, validated.
 public struct StreamConfiguration: Sendable, Equatable {
     public var name: String
@@ -69,6 +79,15 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var rtpReorderWindow = 8
     /// What frames decoded after lost data look like until the next keyframe.
     public var lossPolicy = LossPolicy.conceal
+    /// For rtp://: RTCP feedback sent after a loss, at most once per `keyframeRequestInterval` seconds.
+    public var keyframeRequest = KeyframeRequest.none
+    public var keyframeRequestInterval = 1.0
+    /// RTCP goes to the sender's RTP port (RFC 5761 multiplexing) instead of that port + 1 (RFC 3550's convention).
+    public var rtcpMux = false
+    /// Sources allowed to send (TCP connections, datagrams); empty allows all.
+    public var allow: [AddressRange] = []
+    /// TCP connections accepted per second at most (bursts up to this many); the rest are closed at once.
+    public var maxConnectionsPerSecond = 20
 
     public init(name: String, listen: ListenAddress) {
         self.name = name
@@ -97,5 +116,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         case trace, debug, info, notice, warning, error
     }
     public var logLevel: LogLevel = .info
+    /// Where the Prometheus endpoint listens (`[daemon] metrics = "127.0.0.1:9464"`); nil: no endpoint.
+    public var metrics: ListenAddress?
     public var streams: [StreamConfiguration] = []
 }

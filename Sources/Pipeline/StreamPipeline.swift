@@ -6,33 +6,57 @@ import NIOPosix
 import ServiceLifecycle
 import SharedFrames
 
-/// One configured stream as a Service: its shared-memory ring, its decode thread and its TCP listener.
-/// `run()` returns after a graceful shutdown has drained the decoder and marked the ring stopped.
-public final class StreamPipeline: Service, @unchecked Sendable {
-    public let configuration: StreamConfiguration
+/// One configured stream: its shared-memory ring, its decode thread and its listener. `run()` returns after a
+/// graceful shutdown or `stop()` has drained the decoder and marked the ring stopped.
+final class StreamPipeline: @unchecked Sendable {
+    let configuration: StreamConfiguration
     private let group: EventLoopGroup
     private let logger: Logger
-    /// A listening socket passed by socket activation, used instead of binding `listen`.
+    /// A listening socket passed by socket activation, used instead of binding `listen`; closed by the pipeline.
     private let inheritedDescriptor: Int32?
-    private let onReady: @Sendable () -> Void
+    private let metrics: StreamMetrics
     private let worker = NIOLockedValueBox<StreamWorker?>(nil)
+    /// Fires once the listener is bound and the ring exists, or once `run()` has ended (then `isListening` is false).
+    let settled = OneShotSignal()
+    private let stopRequested = OneShotSignal()
+    private let listening = NIOLockedValueBox(false)
+    /// Connections refused (allowlist, rate, second sender): logged at most once per 10 s per reason.
+    private let refusals: NIOLockedValueBox<(limiter: ConnectionRateLimiter, log: RateLimitedLogger)>
 
     init(
         configuration: StreamConfiguration, group: EventLoopGroup, logger: Logger, inheritedDescriptor: Int32? = nil,
-        onReady: @escaping @Sendable () -> Void = {}
+        metrics: StreamMetrics
     ) {
         self.configuration = configuration
         self.group = group
         self.inheritedDescriptor = inheritedDescriptor
-        self.onReady = onReady
+        self.metrics = metrics
         var logger = logger
         logger[metadataKey: "stream"] = "\(configuration.name)"
         self.logger = logger
+        refusals = NIOLockedValueBox((ConnectionRateLimiter(perSecond: configuration.maxConnectionsPerSecond),
+                                      RateLimitedLogger(logger: logger)))
     }
 
-    public func run() async throws {
-        let writer = try makeWriter()
-        let worker = StreamWorker(configuration: configuration, writer: writer, logger: logger)
+    /// True between the listener being bound and the stream stopping.
+    var isListening: Bool { listening.withLockedValue { $0 } }
+
+    /// Asks this one stream to stop (a reload removed or changed it); `run()` then drains and returns.
+    func stop() { stopRequested.fire() }
+
+    func run() async throws {
+        defer {
+            listening.withLockedValue { $0 = false }
+            settled.fire()
+        }
+        let writer: FrameRingWriter
+        do {
+            writer = try makeWriter()
+        } catch {
+            if let inheritedDescriptor { close(inheritedDescriptor) }
+            throw error
+        }
+        let worker = StreamWorker(configuration: configuration, writer: writer, logger: logger, metrics: metrics)
         worker.start()
         self.worker.withLockedValue { $0 = worker }
         let registry = SenderRegistry(policy: configuration.secondSender)
@@ -49,8 +73,18 @@ public final class StreamPipeline: Service, @unchecked Sendable {
             "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
             "shm": "/dev/shm/\(configuration.shmName)",
         ])
-        onReady()
-        try? await gracefulShutdown()
+        listening.withLockedValue { $0 = true }
+        settled.fire()
+        // Stopped by the daemon's graceful shutdown, by a reload (stop()), or by cancellation (a sibling failed).
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await stopRequested.wait()
+            } onGracefulShutdown: { [stopRequested] in
+                stopRequested.fire()
+            }
+        } onCancel: { [stopRequested] in
+            stopRequested.fire()
+        }
         try? await channel.close()
         registry.closeActive()
         worker.stopAndWait()
@@ -92,11 +126,14 @@ public final class StreamPipeline: Service, @unchecked Sendable {
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
-            .childChannelInitializer { channel in
+            .childChannelInitializer { [self] channel in
+                if let refusal = screen(channel) {
+                    refuse(refusal, remote: channel.remoteAddress)
+                    return channel.close()
+                }
                 switch registry.admit(channel) {
                 case .refused:
-                    logger.warning("second sender refused: the stream already has a sender (second_sender = refuse)",
-                                   metadata: ["remote": "\(channel.remoteAddress?.description ?? "unknown")"])
+                    refuse(.secondSender, remote: channel.remoteAddress)
                     return channel.close()
                 case .accepted(let id, let replaced):
                     if let replaced {
@@ -128,6 +165,7 @@ public final class StreamPipeline: Service, @unchecked Sendable {
     private func bindDatagrams(worker: StreamWorker) async throws -> Channel {
         let configuration = self.configuration
         let logger = self.logger
+        let metrics = self.metrics
         let (messages, messageBytes) = configuration.listen.transport == .rtp ? (16, 9216) : (8, 65536)
         let bootstrap = DatagramBootstrap(group: group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -141,14 +179,32 @@ public final class StreamPipeline: Service, @unchecked Sendable {
                             IdleStateHandler(readTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9))))
                     }
                     try channel.pipeline.syncOperations.addHandler(DatagramSenderHandler(
-                        worker: worker, logger: logger, policy: configuration.secondSender,
-                        idleTimeout: configuration.idleTimeout))
+                        worker: worker, logger: logger, configuration: configuration, metrics: metrics))
                 }
             }
         if let inheritedDescriptor {
             return try await bootstrap.withBoundSocket(inheritedDescriptor).get()
         }
         return try await bootstrap.bind(host: configuration.listen.host, port: configuration.listen.port).get()
+    }
+
+    /// Why a new TCP connection must be turned away before the second-sender policy is asked; nil admits it.
+    private func screen(_ channel: Channel) -> StreamMetrics.RefusalReason? {
+        if !configuration.allow.allows(channel.remoteAddress) { return .notAllowed }
+        let now = MonotonicClock.nanoseconds()
+        return refusals.withLockedValue { $0.limiter.admit(now: now) } ? nil : .rateLimited
+    }
+
+    private func refuse(_ reason: StreamMetrics.RefusalReason, remote: SocketAddress?) {
+        metrics.refused(reason)
+        let message: String
+        switch reason {
+        case .notAllowed: message = "connection refused: source not in allow"
+        case .rateLimited: message = "connection refused: over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
+        case .secondSender: message = "second sender refused: the stream already has a sender (second_sender = refuse)"
+        }
+        let now = MonotonicClock.nanoseconds()
+        refusals.withLockedValue { $0.log.log(.warning, key: reason.rawValue, now: now, "\(message) (remote \(remote?.description ?? "unknown"))") }
     }
 
     /// A sender whose host vanished (no FIN) is detected within about a minute even with idle_timeout = 0.

@@ -53,6 +53,10 @@ final class StreamWorker: @unchecked Sendable {
     private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     /// Read by other threads (status, watchdog); updated by the decode thread.
     let snapshot = NIOLockedValueBox(StreamSnapshot())
+    private let metrics: StreamMetrics
+    /// Frames published since `fpsWindowStart`, for the frames-per-second gauge.
+    private var fpsWindowFrames = 0
+    private var fpsWindowStart: UInt64 = 0
     private var logger: Logger
     private var warnings: RateLimitedLogger
     private var writer: FrameRingWriter
@@ -63,6 +67,12 @@ final class StreamWorker: @unchecked Sendable {
     private var reorder: RTPReorderBuffer?
     /// Data was lost since the last random-access point: frames decoded now follow `loss_policy`.
     private var lostSinceKeyframe = false
+    /// Sends an RTCP datagram to the current RTP sender (set by the listener when `keyframe_request` is on).
+    private let feedbackSender = NIOLockedValueBox<(@Sendable ([UInt8]) -> Void)?>(nil)
+    private var lastKeyframeRequest: UInt64?
+    private var firSequenceNumber: UInt8 = 0
+    /// This receiver's SSRC in RTCP feedback.
+    private let rtcpSSRC = UInt32.random(in: 1...UInt32.max)
     private var decoder: StreamDecoder!
     private var connection: ConnectionID?
     private var bytesThisConnection: Int64 = 0
@@ -79,8 +89,9 @@ final class StreamWorker: @unchecked Sendable {
     /// thread stall N seconds when the first sender connects, as a wedged decoder would.
     private var injectedStall = getenv("STREAMRECVD_FAULT_STALL_DECODE_SECONDS").flatMap { Double(String(cString: $0)) }
 
-    init(configuration: StreamConfiguration, writer: FrameRingWriter, logger: Logger) {
+    init(configuration: StreamConfiguration, writer: FrameRingWriter, logger: Logger, metrics: StreamMetrics) {
         self.configuration = configuration
+        self.metrics = metrics
         self.writer = writer
         self.logger = logger
         warnings = RateLimitedLogger(logger: logger)
@@ -99,6 +110,11 @@ final class StreamWorker: @unchecked Sendable {
     }
 
     func enqueue(_ work: Work) { queue.push(work) }
+
+    /// Where RTCP keyframe requests go; called from the decode thread, must not block.
+    func setFeedbackSender(_ send: @escaping @Sendable ([UInt8]) -> Void) {
+        feedbackSender.withLockedValue { $0 = send }
+    }
 
     /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
     /// reading and call `whenDrained` to learn when to resume.
@@ -200,6 +216,7 @@ final class StreamWorker: @unchecked Sendable {
         lostSinceKeyframe = false
         discontinuity = true
         writer.count(\.connections)
+        metrics.connections.increment()
         setState(.streaming)
         logger.info("sender connected", metadata: ["remote": "\(remote)"])
     }
@@ -216,6 +233,8 @@ final class StreamWorker: @unchecked Sendable {
         for event in events { handle(event) }
         decoder.drain { publish($0) }
         pending.removeAll()
+        metrics.framesPerSecond.record(0)
+        fpsWindowStart = 0
         logger.info("sender disconnected: \(reason)", metadata: [
             "bytes": "\(bytesThisConnection)", "access_units": "\(assembler.statistics.accessUnits)",
         ])
@@ -235,6 +254,7 @@ final class StreamWorker: @unchecked Sendable {
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(bytes.count)
         writer.count(\.bytesReceived, UInt64(bytes.count))
+        metrics.bytesReceived.increment(by: Int64(bytes.count))
         var units: [NALUnit] = []
         let before = splitter.statistics
         splitter.append(bytes) { units.append($0) }
@@ -255,6 +275,7 @@ final class StreamWorker: @unchecked Sendable {
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(datagram.count)
         writer.count(\.bytesReceived, UInt64(datagram.count))
+        metrics.bytesReceived.increment(by: Int64(datagram.count))
         let packet: RTPPacket
         do {
             packet = try RTPPacket(parsing: datagram[...])
@@ -279,13 +300,37 @@ final class StreamWorker: @unchecked Sendable {
                 assembler.endAccessUnit { assembled.append($0) }
                 for event in assembled { handle(event) }
             case .packetsLost(let count):
+                metrics.rtpPacketsLost.increment(by: Int64(count))
                 discontinuity = true
                 lostSinceKeyframe = true
                 warnings.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(depacketizer?.statistics.lostPackets ?? 0) so far)")
             case .dropped(let reason):
+                metrics.rtpPayloadsDropped.increment()
+                // A duplicate or another payload type's packet takes nothing from the video; other drops leave a hole.
+                if reason != .duplicate && reason != .wrongPayloadType { lostSinceKeyframe = true }
                 warnings.log(.warning, key: "rtp-\(reason.rawValue)", now: time, "RTP payload dropped: \(reason.rawValue)")
             }
         }
+        // Asked again every keyframe_request_interval until a keyframe arrives: the request itself may be lost.
+        if lostSinceKeyframe { requestKeyframe(mediaSSRC: packet.ssrc, now: time) }
+    }
+
+    /// RTCP PLI or FIR to the sender, at most once per `keyframe_request_interval`.
+    private func requestKeyframe(mediaSSRC: UInt32, now: UInt64) {
+        guard configuration.keyframeRequest != .none, let send = feedbackSender.withLockedValue({ $0 }) else { return }
+        if let last = lastKeyframeRequest, now >= last, now - last < UInt64(configuration.keyframeRequestInterval * 1e9) { return }
+        lastKeyframeRequest = now
+        let kind: RTCPFeedback.Kind
+        if configuration.keyframeRequest == .fir {
+            firSequenceNumber &+= 1
+            kind = .fullIntraRequest(sequenceNumber: firSequenceNumber)
+        } else {
+            kind = .pictureLossIndication
+        }
+        send(RTCPFeedback.keyframeRequest(kind, senderSSRC: rtcpSSRC, mediaSSRC: mediaSSRC))
+        metrics.keyframeRequests.increment()
+        warnings.log(.info, key: "keyframe-request", now: now,
+                     "asked the sender for a keyframe (RTCP \(configuration.keyframeRequest.rawValue.uppercased()))")
     }
 
     private func process(_ units: [NALUnit]) {
@@ -342,14 +387,18 @@ final class StreamWorker: @unchecked Sendable {
     private func decode(_ unit: AccessUnit) {
         let now = MonotonicClock.nanoseconds()
         writer.count(\.accessUnits)
+        metrics.accessUnits.increment()
         if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
-            writer.count(\.framesDropped)
+            drop(.tooLarge)
             warnings.log(.warning, key: "too-large", now: now,
                          "frame of \(format.width)x\(format.height) refused: larger than max_width × max_height (\(configuration.maxWidth)x\(configuration.maxHeight))")
             return
         }
         if let change = unit.displayOrientation { orientation = change }
-        if unit.isKeyframe { lostSinceKeyframe = false }
+        if unit.isKeyframe {
+            lostSinceKeyframe = false
+            lastKeyframeRequest = nil
+        }
         let pts = nextPTS
         nextPTS += 1
         pending[pts] = PendingFrame(
@@ -371,15 +420,16 @@ final class StreamWorker: @unchecked Sendable {
     private func publish(_ frame: DecodedFrame) {
         let decodedAt = MonotonicClock.nanoseconds()
         writer.count(\.framesDecoded)
+        metrics.framesDecoded.increment()
         guard let format = frame.outputFormat(configuration.decoder.output) else {
-            writer.count(\.framesDropped)
+            drop(.pixelFormat)
             warnings.log(.error, key: "pixel-format", now: decodedAt,
                          "frame in pixel format \(frame.decoderPixelFormatName) cannot be published; dropped")
             return
         }
         let meta = pending.removeValue(forKey: frame.pts)
         if meta?.afterLoss == true && configuration.lossPolicy == .keyframe {
-            writer.count(\.framesDropped)
+            drop(.withheld)
             warnings.log(.warning, key: "withheld", now: decodedAt, "frame after lost data withheld until the next keyframe (loss_policy = keyframe)")
             return
         }
@@ -411,7 +461,7 @@ final class StreamWorker: @unchecked Sendable {
                                 UInt32(format.width), UInt32(format.height))
         }
         guard writer.isIntact || recreateWriter() else {
-            writer.count(\.framesDropped)
+            drop(.ringUnavailable)
             return
         }
         let layout = FrameLayout(format: format, width: frame.width, height: frame.height)
@@ -429,10 +479,33 @@ final class StreamWorker: @unchecked Sendable {
                 $0.framesPublished += 1
                 $0.size = "\(frame.width)x\(frame.height)"
             }
+            countPublished(frame, flags: flags, completedAt: meta?.timeComplete)
         case .refused(let needed, let capacity):
-            writer.count(\.framesDropped)
+            drop(.slotCapacity)
             warnings.log(.error, key: "slot-capacity", now: decodedAt,
                          "\(frame.width)x\(frame.height) \(format) frame needs \(needed) bytes, slots hold \(capacity): dropped (raise max_width/max_height)")
+        }
+    }
+
+    private func drop(_ reason: StreamMetrics.DropReason) {
+        writer.count(\.framesDropped)
+        metrics.dropped(reason)
+    }
+
+    private func countPublished(_ frame: DecodedFrame, flags: FrameFlags, completedAt: UInt64?) {
+        let now = MonotonicClock.nanoseconds()
+        metrics.framesPublished.increment()
+        if flags.contains(.corrupt) { metrics.framesCorrupt.increment() }
+        if let completedAt, now >= completedAt { metrics.publishLatency.recordNanoseconds(Int64(now - completedAt)) }
+        metrics.width.record(frame.width)
+        metrics.height.record(frame.height)
+        fpsWindowFrames += 1
+        if now - fpsWindowStart >= 1_000_000_000 {
+            if fpsWindowStart != 0 {
+                metrics.framesPerSecond.record(Double(fpsWindowFrames) * 1e9 / Double(now - fpsWindowStart))
+            }
+            fpsWindowStart = now
+            fpsWindowFrames = 0
         }
     }
 
@@ -459,7 +532,11 @@ final class StreamWorker: @unchecked Sendable {
         case .pathSelected(let summary):
             logger.notice("\(summary)")
         case .created(let recreation, let hardware, let lowDelay, let threading):
-            if recreation { writer.count(\.decoderRecreations) }
+            if recreation {
+                writer.count(\.decoderRecreations)
+                metrics.decoderRecreations.increment()
+            }
+            metrics.hardware.record(hardware == nil ? 0 : 1)
             snapshot.withLockedValue { $0.path = hardware ?? "software" }
             logger.info(recreation ? "decoder recreated for new parameter sets" : "decoder created", metadata: [
                 "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)", "threads": "\(threading)",
@@ -469,6 +546,7 @@ final class StreamWorker: @unchecked Sendable {
             logger.error("decoder creation failed (attempt \(attempt) of \(StreamDecoder.maximumCreationAttempts)): \(error)")
         case .decodeFailed(let error, let consecutive):
             writer.count(\.decodeErrors)
+            metrics.decodeErrors.increment()
             warnings.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")
         case .reset(let failures):
             setState(.degraded)

@@ -7,30 +7,27 @@ import SharedFrames
 /// exists, a STATUS= line at most once a second when it changes, WATCHDOG=1 only while every stream's decode
 /// thread is healthy, STOPPING=1 when the graceful shutdown begins.
 final class SystemdNotifierService: Service, @unchecked Sendable {
-    private let pipelines: [StreamPipeline]
+    private let supervisor: StreamSupervisor
+    private let initialStreams: Int
     private let logger: Logger
-    private let readiness: AsyncStream<Void>
-    private let readinessContinuation: AsyncStream<Void>.Continuation
 
-    init(pipelines: [StreamPipeline], logger: Logger) {
-        self.pipelines = pipelines
+    init(supervisor: StreamSupervisor, initialStreams: Int, logger: Logger) {
+        self.supervisor = supervisor
+        self.initialStreams = initialStreams
         self.logger = logger
-        (readiness, readinessContinuation) = AsyncStream.makeStream(of: Void.self)
     }
 
-    /// Called by each pipeline once it listens and its ring exists.
-    func pipelineIsReady() { readinessContinuation.yield() }
+    private var pipelines: [StreamPipeline] { supervisor.pipelines }
 
     func run() async throws {
-        var ready = 0
-        for await _ in readiness.cancelOnGracefulShutdown() {
-            ready += 1
-            if ready == pipelines.count { break }
+        guard await supervisor.initialStreamsSettled(count: initialStreams), !Task.isShuttingDownGracefully else {
+            // A stream could not start: the supervisor ends the daemon with its error; no READY=1.
+            try? await gracefulShutdown()
+            return
         }
-        guard ready == pipelines.count else { return }
         var status = statusLine(previous: [:]).line
         ServiceManager.notify("READY=1\nSTATUS=\(status)")
-        logger.info("ready: \(pipelines.count) stream(s) listening")
+        logger.info("ready: \(initialStreams) stream(s) listening")
         let watchdog = ServiceManager.watchdogMicroseconds
         // Feed the watchdog at half its interval; check the streams at least once a second.
         let tick = min(1_000_000, watchdog.map { $0 / 2 } ?? 1_000_000)

@@ -31,10 +31,11 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             return
         }
         let level = Logger.Level(rawValue: configuration.logLevel.rawValue) ?? .info
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
+        JournalLogHandler.setDaemonLevel(level)
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label) }
         let logger = Logger(label: "streamrecvd")
         do {
-            try await Daemon.run(configuration: configuration, logger: logger)
+            try await Daemon.run(configuration: configuration, configurationPath: path, logger: logger)
         } catch {
             logger.critical("stopping: \(error)")
             throw ExitCode(1)

@@ -52,6 +52,32 @@ import Testing
         #expect(configuration.streams[1].shmName == "streamrecv-cam_2")
     }
 
+    @Test func serviceKeysAreRead() throws {
+        let configuration = try ConfigurationLoader.parse("""
+            [daemon]
+            metrics = "127.0.0.1:9464"
+
+            [[stream]]
+            name = "cam"
+            listen = "rtp://0.0.0.0:5004"
+            codec = "h264"
+            keyframe_request = "fir"
+            keyframe_request_interval = 0.5
+            rtcp_mux = true
+            allow = ["192.168.1.0/24", "::1"]
+            max_connections_per_second = 3
+            loss_policy = "keyframe"
+            rtp_payload_type = 97
+            rtp_reorder_window = 16
+            """, file: "test.toml")
+        #expect(configuration.metrics == ListenAddress(transport: .tcp, host: "127.0.0.1", port: 9464))
+        let cam = configuration.streams[0]
+        #expect(cam.keyframeRequest == .fir && cam.keyframeRequestInterval == 0.5 && cam.rtcpMux)
+        #expect(cam.allow.map(\.description) == ["192.168.1.0/24", "::1/128"])
+        #expect(cam.maxConnectionsPerSecond == 3 && cam.lossPolicy == .keyframe)
+        #expect(cam.rtpPayloadType == 97 && cam.rtpReorderWindow == 16)
+    }
+
     @Test(arguments: [
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nmax_widht = 5\n", 4, "unknown key 'max_widht'"),
         ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\n", 3, "scheme 'srt' is not supported"),
@@ -65,6 +91,11 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0777\"\n", 4, "shm_mode"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nslots = \n", 4, "expected value"),
         ("[daemon]\n", nil, "no [[stream]]"),
+        ("[daemon]\nmetrics = \"localhost\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "metrics must look like"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nallow = [\"10.0.0.0/33\"]\n", 4, "allow entry '10.0.0.0/33'"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nallow = \"10.0.0.0/8\"\n", 4, "allow must be a list"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nkeyframe_request = \"pli\"\n", 4, "needs an rtp://"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\ncodec = \"h264\"\nkeyframe_request = \"nack\"\n", 5, "none, pli or fir"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {
         do {

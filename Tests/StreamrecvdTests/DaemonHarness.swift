@@ -39,18 +39,22 @@ final class DaemonProcess {
 
     var shmName: String { "streamrecv-\(name)" }
 
-    /// - Parameter settings: extra `key = value` lines for the `[[stream]]` table.
-    init(label: String, settings: [String: String] = [:], transport: String = "tcp", start: Bool = true) throws {
+    /// - Parameters:
+    ///   - settings: extra `key = value` lines for the `[[stream]]` table.
+    ///   - daemonSettings: extra `key = value` lines for the `[daemon]` table.
+    init(label: String, settings: [String: String] = [:], daemonSettings: [String: String] = [:], transport: String = "tcp",
+         start: Bool = true) throws {
         let tag = String(label.unicodeScalars.filter { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }.prefix(10))
         name = "t\(getpid() % 100_000)-\(tag)-\(UInt16.random(in: 0...UInt16.max))"
         port = freePort()
         directory = try TestEnvironment.temporaryDirectory()
         configPath = directory.appendingPathComponent("streamrecvd.toml").path
         logPath = directory.appendingPathComponent("streamrecvd.log").path
-        var lines = ["[daemon]", "log_level = \"debug\"", "", "[[stream]]", "name = \"\(name)\"",
-                     "listen = \"\(transport)://127.0.0.1:\(port)\"", "hwaccel = \"none\""]
+        var lines = ["[daemon]", "log_level = \"debug\""]
+        for (key, value) in daemonSettings.sorted(by: { $0.key < $1.key }) { lines.append("\(key) = \(value)") }
+        lines += ["", "[[stream]]", "name = \"\(name)\"", "listen = \"\(transport)://127.0.0.1:\(port)\"",
+                  "hwaccel = \(settings["hwaccel"] ?? "\"none\"")"]
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) where key != "hwaccel" { lines.append("\(key) = \(value)") }
-        if let hwaccel = settings["hwaccel"] { lines[6] = "hwaccel = \(hwaccel)" }
         try lines.joined(separator: "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
         if start { try self.start() }
     }
@@ -63,10 +67,12 @@ final class DaemonProcess {
         shm_unlink("/" + shmName)
     }
 
-    func start() throws {
+    /// - Parameter environment: added to the test's own environment (e.g. NOTIFY_SOCKET).
+    func start(environment: [String: String] = [:]) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: tool("streamrecvd"))
         process.arguments = ["--config", configPath]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
@@ -98,6 +104,11 @@ final class DaemonProcess {
     }
 
     var isRunning: Bool { process?.isRunning ?? false }
+
+    /// Sends `signal` (e.g. SIGHUP) to the daemon.
+    func send(signal: Int32) {
+        if let process { kill(process.processIdentifier, signal) }
+    }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 

@@ -70,4 +70,61 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         #expect(daemon.log.contains("RTP packet(s) lost"))
         #expect(daemon.isRunning)
     }
+
+    /// A relay that drops (3 %), duplicates (5 %) and swaps neighbouring datagrams (5 %), seeded, over five GOPs,
+    /// then passes a sixth GOP untouched: the daemon stays up, counts the loss, flags what it concealed, and the
+    /// clean GOP is bit-exact.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func aLossyRelayAtSetRates(seed: UInt64) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 60,
+                                              encoderParameters: "keyint=10:min-keyint=10:bframes=0:scenecut=0",
+                                              in: directory, name: "relay.h264")
+        let reference = try referenceFrames(url.path, frameBytes: 320 * 240 * 3 / 2)
+        let packets = try captureRTP(of: url.path)
+        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let frameStarts = timestamps.indices.filter { $0 == 0 || timestamps[$0] != timestamps[$0 - 1] }
+        var generator = SeededGenerator(seed: seed)
+        var relayed: [[UInt8]] = []
+        var (dropped, duplicated) = (0, 0)
+        for packet in packets[..<frameStarts[50]] {
+            let roll = Double.random(in: 0..<1, using: &generator)
+            if roll < 0.03 {
+                dropped += 1
+                continue
+            }
+            relayed.append(packet)
+            if roll >= 0.95 {
+                relayed.append(packet)
+                duplicated += 1
+            }
+        }
+        for index in 0..<(relayed.count - 1) where Double.random(in: 0..<1, using: &generator) < 0.05 {
+            relayed.swapAt(index, index + 1)
+        }
+        relayed += packets[frameStarts[50]...]
+        try #require(dropped > 0 && duplicated > 0, "seed \(seed) must damage the stream")
+
+        let metricsPort = freePort()
+        let daemon = try DaemonProcess(label: "relay\(seed)", settings: [
+            "max_width": "320", "max_height": "240", "slots": "64", "codec": "\"h264\"", "idle_timeout": "2",
+        ], daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], transport: "rtp")
+        sendDatagrams(relayed, port: daemon.port)
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, daemon.status.map({ $0.state != .waiting || $0.counters.connections == 0 }) ?? true {
+            usleep(50_000)
+        }
+        let published = Int(try #require(daemon.status).counters.framesPublished)
+        let frames = readFrames(daemon.shmName, count: published)
+        #expect(frames.count == published && published >= 10)
+        #expect(Array(frames.suffix(10).map(\.pixels)) == Array(reference.suffix(10)), "the clean GOP is exact")
+        #expect(!frames.suffix(10).contains { $0.flags.contains(.corrupt) })
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        let stream = "stream=\"\(daemon.name)\""
+        #expect((sample(body, "streamrecvd_rtp_packets_lost_total", stream) ?? 0) >= 1, "\(body)")
+        #expect((sample(body, "streamrecvd_rtp_payloads_dropped_total", stream) ?? 0) >= 1, "duplicates are dropped, counted")
+        let flagged = frames.filter { $0.flags.contains(.corrupt) }.count
+        #expect(flagged >= 1 && sample(body, "streamrecvd_frames_corrupt_total", stream) == Double(flagged))
+        #expect(daemon.isRunning)
+    }
 }

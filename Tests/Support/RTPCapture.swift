@@ -28,10 +28,11 @@ public func captureRTP(of file: String, packetSize: Int = 1200) throws -> [[UInt
     return datagrams
 }
 
-/// Sends datagrams to a UDP port on loopback, one every `pauseMicroseconds`.
-public func sendDatagrams(_ datagrams: [[UInt8]], port: Int, pauseMicroseconds: UInt32 = 1000) {
-    let sender = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-    defer { close(sender) }
+/// Sends datagrams to a UDP port on loopback, one every `pauseMicroseconds`, from `socket` when given (it stays
+/// open) or from a fresh socket.
+public func sendDatagrams(_ datagrams: [[UInt8]], port: Int, pauseMicroseconds: UInt32 = 1000, from socket: Int32? = nil) {
+    let sender = socket ?? Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { if socket == nil { close(sender) } }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -46,4 +47,33 @@ public func sendDatagrams(_ datagrams: [[UInt8]], port: Int, pauseMicroseconds: 
         }
         usleep(pauseMicroseconds)
     }
+}
+
+/// A UDP socket bound to 127.0.0.1:`port` (0: any free port); nil when the port is taken.
+public func boundDatagramSocket(port: Int = 0) -> (descriptor: Int32, port: Int)? {
+    let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
+        }
+    }
+    guard bound else {
+        close(descriptor)
+        return nil
+    }
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// The next datagram on `descriptor` within `seconds`, or nil.
+public func receiveDatagram(_ descriptor: Int32, within seconds: Double) -> [UInt8]? {
+    var poll = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    guard Glibc.poll(&poll, 1, Int32(seconds * 1000)) > 0 else { return nil }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    let count = recv(descriptor, &buffer, buffer.count, 0)
+    return count > 0 ? Array(buffer[0..<count]) : nil
 }

@@ -1,0 +1,98 @@
+import CoreMetrics
+
+/// One stream's metrics, through swift-metrics: counters the decode thread bumps as it goes, gauges for what the
+/// stream is doing now, and the latency from access unit complete to frame published. Every series carries the
+/// `stream` label. Without a `metrics` endpoint the factory is swift-metrics' no-op one: nothing is kept.
+/// Nothing here allocates per frame (swift-prometheus counters and histograms are atomics behind a lock).
+final class StreamMetrics: Sendable {
+    /// Why a frame (or an access unit that would have become one) was not published.
+    enum DropReason: String, CaseIterable, Sendable {
+        /// Larger than max_width × max_height.
+        case tooLarge = "too_large"
+        /// A pixel format the ring cannot carry.
+        case pixelFormat = "pixel_format"
+        /// Decoded after lost data while loss_policy = keyframe.
+        case withheld
+        /// The frame does not fit a slot.
+        case slotCapacity = "slot_capacity"
+        /// The shared-memory object vanished and could not be re-created.
+        case ringUnavailable = "ring_unavailable"
+    }
+
+    /// Why a connection or datagram was turned away before reaching the decoder.
+    enum RefusalReason: String, CaseIterable, Sendable {
+        /// The source address is not in `allow`.
+        case notAllowed = "not_allowed"
+        /// Another sender is streaming (second_sender = refuse).
+        case secondSender = "second_sender"
+        /// Over `max_connections_per_second`.
+        case rateLimited = "rate_limited"
+    }
+
+    let bytesReceived: Counter
+    let accessUnits: Counter
+    let framesDecoded: Counter
+    let framesPublished: Counter
+    let framesCorrupt: Counter
+    let decodeErrors: Counter
+    let decoderRecreations: Counter
+    let connections: Counter
+    let rtpPacketsLost: Counter
+    let rtpPayloadsDropped: Counter
+    let keyframeRequests: Counter
+    private let dropped: [DropReason: Counter]
+    private let refused: [RefusalReason: Counter]
+    let hardware: Gauge
+    let width: Gauge
+    let height: Gauge
+    let framesPerSecond: Gauge
+    /// Access unit complete → frame published (decode time plus any reordering delay).
+    let publishLatency: CoreMetrics.Timer
+
+    static let latencyLabel = "streamrecvd_publish_latency_seconds"
+
+    init(stream: String, factory: any MetricsFactory = NOOPMetricsHandler.instance) {
+        let labels = [("stream", stream)]
+        func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
+            Counter(label: "streamrecvd_\(name)", dimensions: labels + extra, factory: factory)
+        }
+        func gauge(_ name: String) -> Gauge { Gauge(label: "streamrecvd_\(name)", dimensions: labels, factory: factory) }
+        bytesReceived = counter("received_bytes_total")
+        accessUnits = counter("access_units_total")
+        framesDecoded = counter("frames_decoded_total")
+        framesPublished = counter("frames_published_total")
+        framesCorrupt = counter("frames_corrupt_total")
+        decodeErrors = counter("decode_errors_total")
+        decoderRecreations = counter("decoder_recreations_total")
+        connections = counter("connections_total")
+        rtpPacketsLost = counter("rtp_packets_lost_total")
+        rtpPayloadsDropped = counter("rtp_payloads_dropped_total")
+        keyframeRequests = counter("keyframe_requests_total")
+        dropped = Dictionary(uniqueKeysWithValues: DropReason.allCases.map {
+            ($0, counter("frames_dropped_total", [("reason", $0.rawValue)]))
+        })
+        refused = Dictionary(uniqueKeysWithValues: RefusalReason.allCases.map {
+            ($0, counter("refused_total", [("reason", $0.rawValue)]))
+        })
+        hardware = gauge("decoder_hardware")
+        width = gauge("frame_width")
+        height = gauge("frame_height")
+        framesPerSecond = gauge("frames_per_second")
+        publishLatency = CoreMetrics.Timer(label: Self.latencyLabel, dimensions: labels, factory: factory)
+    }
+
+    func dropped(_ reason: DropReason) { dropped[reason]?.increment() }
+
+    func refused(_ reason: RefusalReason) { refused[reason]?.increment() }
+
+    /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
+    func destroy() {
+        for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
+                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests]
+            + Array(dropped.values) + Array(refused.values) {
+            counter.destroy()
+        }
+        for gauge in [hardware, width, height, framesPerSecond] { gauge.destroy() }
+        publishLatency.destroy()
+    }
+}
