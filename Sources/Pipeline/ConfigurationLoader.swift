@@ -22,7 +22,7 @@ public enum ConfigurationLoader {
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
         "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
-        "max_connections_per_second",
+        "max_connections_per_second", "rtp_clock_rate",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -137,6 +137,7 @@ public enum ConfigurationLoader {
         if let bytes = try integer("max_access_unit_bytes", 4096...(1 << 30)) { stream.maxAccessUnitBytes = bytes }
         if let payloadType = try integer("rtp_payload_type", 0...127) { stream.rtpPayloadType = UInt8(payloadType) }
         if let window = try integer("rtp_reorder_window", 1...1024) { stream.rtpReorderWindow = window }
+        if let rate = try integer("rtp_clock_rate", 1000...10_000_000) { stream.rtpClockRate = UInt32(rate) }
         if let policy = try string("loss_policy") {
             guard let value = LossPolicy(rawValue: policy) else { throw error("loss_policy", "loss_policy must be conceal or keyframe") }
             stream.lossPolicy = value

@@ -75,6 +75,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var maxAccessUnitBytes: Int
     /// RTP payload type of the video (dynamic types are negotiated out of band; 96 is the common choice).
     public var rtpPayloadType: UInt8 = 96
+    /// Ticks per second of RTP timestamps (RFC 6184/7798 fix 90 kHz for video; for senders that do not).
+    public var rtpClockRate: UInt32 = 90000
     /// Packets an RTP packet may be overtaken by and still be put back in order.
     public var rtpReorderWindow = 8
     /// What frames decoded after lost data look like until the next keyframe.

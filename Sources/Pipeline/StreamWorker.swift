@@ -43,6 +43,8 @@ final class StreamWorker: @unchecked Sendable {
         var orientation: DisplayOrientation?
         var format: SequenceFormat?
         var afterLoss: Bool
+        /// rtp://: the access unit's RTP timestamp, unwrapped.
+        var mediaTimestamp: Int64?
     }
 
     let configuration: StreamConfiguration
@@ -76,8 +78,11 @@ final class StreamWorker: @unchecked Sendable {
     private var decoder: StreamDecoder!
     private var connection: ConnectionID?
     private var bytesThisConnection: Int64 = 0
-    /// (stream offset, arrival time) of recent chunks, to date each access unit's first byte.
-    private var arrivals: [(offset: Int64, time: UInt64)] = []
+    /// (stream offset, arrival time, unwrapped RTP timestamp) of recent chunks or packets, to date each access
+    /// unit's first byte and give it its packet's timestamp.
+    private var arrivals: [(offset: Int64, time: UInt64, mediaTimestamp: Int64?)] = []
+    /// The last RTP timestamp extended to 64 bits (RTP's 32 bits wrap after 13 h at 90 kHz).
+    private var lastMediaTimestamp: Int64?
     private var pending: [Int64: PendingFrame] = [:]
     private var nextPTS: Int64 = 0
     private var orientation: DisplayOrientation?
@@ -214,6 +219,8 @@ final class StreamWorker: @unchecked Sendable {
             reorder = RTPReorderBuffer(window: configuration.rtpReorderWindow)
         }
         lostSinceKeyframe = false
+        lastMediaTimestamp = nil
+        writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
         discontinuity = true
         writer.count(\.connections)
         metrics.connections.increment()
@@ -250,7 +257,7 @@ final class StreamWorker: @unchecked Sendable {
     // MARK: - Bytes to access units
 
     private func receive(_ bytes: [UInt8], at time: UInt64) {
-        arrivals.append((splitter.statistics.bytesIn, time))
+        arrivals.append((splitter.statistics.bytesIn, time, nil))
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(bytes.count)
         writer.count(\.bytesReceived, UInt64(bytes.count))
@@ -271,8 +278,6 @@ final class StreamWorker: @unchecked Sendable {
 
     /// One RTP packet: depacketized into NAL units; the marker bit ends the access unit at once.
     private func receivePacket(_ datagram: [UInt8], at time: UInt64) {
-        arrivals.append((depacketizer?.offset ?? 0, time))
-        if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(datagram.count)
         writer.count(\.bytesReceived, UInt64(datagram.count))
         metrics.bytesReceived.increment(by: Int64(datagram.count))
@@ -288,7 +293,21 @@ final class StreamWorker: @unchecked Sendable {
         for packet in ordered { depacketize(packet, at: time) }
     }
 
+    /// `timestamp` extended to 64 bits: the nearest value to the previous one with the same low 32 bits.
+    private func unwrap(_ timestamp: UInt32) -> Int64 {
+        guard let last = lastMediaTimestamp else {
+            lastMediaTimestamp = Int64(timestamp)
+            return Int64(timestamp)
+        }
+        let value = last + Int64(Int32(bitPattern: timestamp &- UInt32(truncatingIfNeeded: last)))
+        lastMediaTimestamp = value
+        return value
+    }
+
     private func depacketize(_ packet: RTPPacket, at time: UInt64) {
+        // Recorded in sequence order, at the depacketizer's offset: an access unit's first byte names its packet.
+        arrivals.append((depacketizer?.offset ?? 0, time, unwrap(packet.timestamp)))
+        if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         var events: [RTPDepacketizerEvent] = []
         depacketizer?.push(packet) { events.append($0) }
         for event in events {
@@ -341,13 +360,10 @@ final class StreamWorker: @unchecked Sendable {
         }
     }
 
-    private func arrivalTime(ofOffset offset: Int64) -> UInt64 {
-        var best = arrivals.first?.time ?? MonotonicClock.nanoseconds()
-        for arrival in arrivals.reversed() where arrival.offset <= offset {
-            best = arrival.time
-            break
-        }
-        return best
+    /// The chunk or packet that carried byte `offset` of the stream.
+    private func arrival(ofOffset offset: Int64) -> (time: UInt64, mediaTimestamp: Int64?) {
+        for arrival in arrivals.reversed() where arrival.offset <= offset { return (arrival.time, arrival.mediaTimestamp) }
+        return (arrivals.first?.time ?? MonotonicClock.nanoseconds(), arrivals.first?.mediaTimestamp)
     }
 
     private func handle(_ event: AssemblerEvent) {
@@ -401,9 +417,10 @@ final class StreamWorker: @unchecked Sendable {
         }
         let pts = nextPTS
         nextPTS += 1
+        let carrier = arrival(ofOffset: unit.streamOffset)
         pending[pts] = PendingFrame(
-            timeFirstByte: arrivalTime(ofOffset: unit.streamOffset), timeComplete: now,
-            keyframe: unit.isKeyframe, orientation: orientation, format: unit.format, afterLoss: lostSinceKeyframe)
+            timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,
+            format: unit.format, afterLoss: lostSinceKeyframe, mediaTimestamp: carrier.mediaTimestamp)
         if pending.count > 512 {
             // Access units that produced no frame (undecodable, dropped by the decoder) leave stale entries.
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
@@ -445,7 +462,7 @@ final class StreamWorker: @unchecked Sendable {
             metadata.rotation = Int32(orientation.anticlockwiseRotation)
         }
         metadata.flags = flags
-        metadata.pts = frame.pts
+        metadata.pts = meta?.mediaTimestamp ?? frame.pts
         metadata.timeFirstByte = meta?.timeFirstByte ?? 0
         metadata.timeAccessUnitComplete = meta?.timeComplete ?? 0
         metadata.timeDecoded = decodedAt
@@ -517,6 +534,7 @@ final class StreamWorker: @unchecked Sendable {
             writer = try FrameRingWriter(configuration: writer.configuration)
             setState(connection == nil ? .waiting : .streaming)
             if let codec = assembler.codec { writer.setCodec(codec.rawValue) }
+            writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
             return true
         } catch {
             logger.error("cannot re-create /dev/shm/\(configuration.shmName): \(error)")

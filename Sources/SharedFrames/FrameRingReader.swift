@@ -37,6 +37,8 @@ public struct RingStatus: Sendable {
     public var maxWidth: Int
     public var maxHeight: Int
     public var counters: RingCounters
+    /// Ticks per second of `FrameInfo.pts`; 0 when pts is the access-unit index.
+    public var ptsClockRate: UInt32 = 0
     /// CLOCK_MONOTONIC time the newest frame was published (0 when none, or when it is being overwritten).
     public var latestPublishedNanoseconds: UInt64
 }
@@ -136,7 +138,7 @@ public final class FrameRingReader: @unchecked Sendable {
                 latestSequence: latest,
                 slotCount: Int(header.slot_count), slotCapacity: Int(header.slot_data_capacity),
                 maxWidth: Int(header.max_width), maxHeight: Int(header.max_height), counters: ring.loadCounters(),
-                latestPublishedNanoseconds: published)
+                ptsClockRate: header.pts_clock_rate, latestPublishedNanoseconds: published)
         }
     }
 

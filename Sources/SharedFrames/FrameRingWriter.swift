@@ -213,6 +213,13 @@ public final class FrameRingWriter: @unchecked Sendable {
         }
     }
 
+    /// Ticks per second of the slots' pts (0: pts is the access-unit index).
+    public func setPTSClockRate(_ rate: UInt32) {
+        object.withMapping { base in
+            RingPointers(base: base).headerField(\.pts_clock_rate, as: UInt32.self).pointee = rate
+        }
+    }
+
     public func setCodec(_ codec: String) {
         object.withMapping { base in
             CString.write(codec, to: RingPointers(base: base).headerField(\.codec, as: UInt8.self), capacity: 16)

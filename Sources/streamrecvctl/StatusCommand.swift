@@ -73,6 +73,7 @@ struct StatusCommand: ParsableCommand {
         line.add("slots", status.slotCount)
         line.add("max_width", status.maxWidth)
         line.add("max_height", status.maxHeight)
+        line.add("pts_clock_rate", Int(status.ptsClockRate))
         let c = status.counters
         line.add("bytes_received", Int64(c.bytesReceived))
         line.add("access_units", Int64(c.accessUnits))

@@ -34,6 +34,11 @@ import Testing
         #expect(reference.count == Self.frames)
         let difference = firstDifference(try catMD5s(cat), reference)
         #expect(difference == nil, "\(label): \(difference ?? "")")
+        if transport == "rtp" {
+            // pts is the RTP timestamp: presentation order at 30 fps is steps of 3000 (90 kHz), B-frames included.
+            let pts = readFrames(daemon.shmName, count: Self.frames).map(\.pts)
+            #expect(pts.count == Self.frames && zip(pts, pts.dropFirst()).allSatisfy { $1 - $0 == 3000 }, "\(pts)")
+        }
         #expect(daemon.isRunning)
     }
 

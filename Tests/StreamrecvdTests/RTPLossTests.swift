@@ -6,13 +6,13 @@ import StreamrecvTestSupport
 import Testing
 
 /// All frames of a stream read in-process from its ring (the test's own reader), with their flags.
-func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: FrameFlags)] {
+func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: FrameFlags, pts: Int64)] {
     guard let reader = try? FrameRingReader(shmName: shmName) else { return [] }
-    var frames: [(pixels: [UInt8], flags: FrameFlags)] = []
+    var frames: [(pixels: [UInt8], flags: FrameFlags, pts: Int64)] = []
     var pixels: [UInt8] = []
     var previous: UInt64 = 0
     while frames.count < count, case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 5_000_000_000) {
-        frames.append((PlanarConversion.planar(pixels, layout: info.layout), info.flags))
+        frames.append((PlanarConversion.planar(pixels, layout: info.layout), info.flags, info.pts))
         previous = info.sequence
     }
     return frames
@@ -40,6 +40,10 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         let frames = readFrames(daemon.shmName, count: 20)
         #expect(frames.map(\.pixels) == reference)
         #expect(!frames.contains { $0.flags.contains(.corrupt) })
+        // pts is the RTP timestamp (FFmpeg's muxer: a random start, 90 kHz, 25 fps), the clock rate in the header.
+        let firstTimestamp = Int64(UInt32(packets[0][4]) << 24 | UInt32(packets[0][5]) << 16 | UInt32(packets[0][6]) << 8 | UInt32(packets[0][7]))
+        #expect(frames.enumerated().allSatisfy { $0.element.pts == firstTimestamp + Int64($0.offset) * 3600 }, "\(frames.map(\.pts))")
+        #expect(daemon.status?.ptsClockRate == 90000)
     }
 
     @Test(arguments: ["conceal", "keyframe"])

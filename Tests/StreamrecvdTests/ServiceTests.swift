@@ -89,7 +89,9 @@ func sample(_ exposition: String, _ name: String, _ labels: String) -> Double? {
         #expect(listener.receive { $0.contains("READY=1") }.last?.contains("READY=1") == true)
         #expect(daemon.log.contains("reload failed, configuration unchanged"))
         #expect(addedRing.status.state == .waiting && daemon.isRunning)
+        listener.drain()
         #expect(daemon.stop() == 0)
+        #expect(listener.receive(until: { $0.contains("STOPPING=1") }, seconds: 5).last == "STOPPING=1")
     }
 
     @Test func prometheusEndpointCountsWhatTheStreamDid() throws {

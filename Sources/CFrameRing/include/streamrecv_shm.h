@@ -98,7 +98,7 @@ struct streamrecv_shm_header {
     uint64_t generation;            /* atomic; changes whenever the frame format (size, pixel format) changes */
     uint64_t latest_sequence;       /* atomic; sequence of the newest complete frame; 0 = none yet */
     uint32_t wake_word;             /* atomic futex word: incremented on every publish and state change */
-    uint32_t reserved0;
+    uint32_t pts_clock_rate;        /* slot.pts ticks per second (90000 for RTP); 0: pts is the access-unit index */
     char stream_name[64];           /* NUL-terminated */
     char codec[16];                 /* "h264", "h265" or "" */
     /* Counters, written by the writer only (relaxed atomic stores; read them with streamrecv_shm_load_u64). */
