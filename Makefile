@@ -3,12 +3,13 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
-# libavcodec/libavutil headers for the decoder; libsystemd for sd_notify and socket activation, systemd for
+# libavcodec/libavutil headers for the decoder, libavformat for `streamrecvctl send`, libswscale for snapshots; libsystemd for sd_notify and socket activation, systemd for
 # systemd-analyze and systemd-socket-activate in the tests; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
 # libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
 # the shared-memory ABI header standalone in a test; GStreamer (x264enc, x265enc, the RTP payloaders, udpsink,
 # tcpclientsink) is a real sender in the tests.
-APT_PACKAGES := libavcodec-dev libavutil-dev libsystemd-dev systemd pkg-config ffmpeg gcc g++ bc \
+APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libsystemd-dev systemd pkg-config \
+	ffmpeg gcc g++ bc python3 \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
 	gstreamer1.0-plugins-ugly
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -32,6 +33,7 @@ deps:
 test: deps
 	swift build --build-tests
 	swift test --disable-xctest
+	cd python && python3 -m unittest -v test_streamrecv
 
 ## run: build and run the daemon on the default configuration (stream "desk" on tcp://127.0.0.1:5000)
 run: deps

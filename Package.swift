@@ -32,6 +32,12 @@ let package = Package(
             providers: [.apt(["libavcodec-dev", "libavutil-dev"])]
         ),
         .target(name: "Decoding", dependencies: ["CFFmpeg", "Bitstream", "FrameFormats"]),
+        .systemLibrary(name: "CSwscale", pkgConfig: "libswscale", providers: [.apt(["libswscale-dev"])]),
+        // Frames out of the ring into other formats (PNG snapshots), for streamrecvctl.
+        .target(name: "FrameExport", dependencies: ["CFFmpeg", "CSwscale", "FrameFormats"]),
+        .systemLibrary(name: "CAVFormat", pkgConfig: "libavformat", providers: [.apt(["libavformat-dev"])]),
+        // `streamrecvctl send`: files demuxed and sent as a live encoder would.
+        .target(name: "StreamSending", dependencies: ["CAVFormat"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(
             name: "Pipeline",
@@ -60,7 +66,7 @@ let package = Package(
         .executableTarget(
             name: "streamrecvctl",
             dependencies: [
-                "Bitstream", "FrameFormats", "SharedFrames",
+                "Bitstream", "FrameFormats", "SharedFrames", "FrameExport", "StreamSending",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -16,14 +16,15 @@ struct CatCommand: ParsableCommand {
             4 when the format cannot be written as y4m, 5 when the daemon stopped.
             """)
 
-    enum Format: String, ExpressibleByArgument { case y4m, raw }
+    /// `yuv` is `raw` under the name ffplay users look for (`ffplay -f rawvideo -pix_fmt nv12 -video_size WxH`).
+    enum Format: String, ExpressibleByArgument { case y4m, raw, yuv }
 
     @OptionGroup var stream: StreamLocation
 
     @Option(help: "Stop after this many frames.")
     var frames: Int?
 
-    @Option(help: "y4m (planar, for ffmpeg/ffplay -f yuv4mpegpipe) or raw (the published layout, e.g. nv12).")
+    @Option(help: "y4m (planar, for ffmpeg/ffplay -f yuv4mpegpipe), or raw / yuv: the published layout (e.g. nv12) with no header, as ffplay -f rawvideo -pix_fmt FORMAT -video_size WxH plays it.")
     var format: Format = .y4m
 
     @Option(help: "Give up when no frame arrives for this many seconds.")

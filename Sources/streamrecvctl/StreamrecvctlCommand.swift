@@ -6,7 +6,9 @@ import ArgumentParser
 struct StreamrecvctlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streamrecvctl",
-        abstract: "Inspect H.264/H.265 streams and the streams of a running streamrecvd.",
-        subcommands: [InspectCommand.self, CatCommand.self, StatusCommand.self, WatchCommand.self]
+        abstract: "Inspect, send and read H.264/H.265 streams, and watch the streams of a running streamrecvd.",
+        subcommands: [
+            InspectCommand.self, CatCommand.self, SnapshotCommand.self, WaitCommand.self, SendCommand.self, StatusCommand.self, WatchCommand.self,
+        ]
     )
 }

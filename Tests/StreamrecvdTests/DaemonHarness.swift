@@ -241,9 +241,10 @@ struct StreamFacts {
 }
 
 /// The md5 of each frame FFmpeg decodes from `path` (`ffmpeg -i path -f framemd5 -`), in order.
-func ffmpegMD5s(_ path: String, format: String? = nil) throws -> [String] {
+/// - Parameter extra: input options after `-f FORMAT` (e.g. `-pix_fmt`, `-video_size` for raw video).
+func ffmpegMD5s(_ path: String, format: String? = nil, extra: [String] = []) throws -> [String] {
     var arguments = ["-v", "error"]
-    if let format { arguments += ["-f", format] }
+    if let format { arguments += ["-f", format] + extra }
     arguments += ["-i", path, "-f", "framemd5", "-"]
     let result = try runProcess("ffmpeg", arguments)
     return result.text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {

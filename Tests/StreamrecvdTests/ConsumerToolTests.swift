@@ -1,0 +1,158 @@
+import Foundation
+import Glibc
+import SharedFrames
+import StreamrecvTestSupport
+import Testing
+
+/// An MP4 made by ffmpeg: 320x240, 30 fps, B-frames, keyframe every 15 frames.
+func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
+    let path = directory.appendingPathComponent("clip-\(codec).mp4").path
+    let encoder = codec == "h264"
+        ? ["-c:v", "libx264", "-bf", "2", "-g", "15"]
+        : ["-c:v", "libx265", "-x265-params", "log-level=error:bframes=2:keyint=15", "-tag:v", "hvc1"]
+    try runChecked("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", String(frames)]
+        + encoder + [path])
+    return path
+}
+
+@Suite(.serialized) struct ConsumerToolTests {
+    /// `streamrecvctl send FILE.mp4 URL` through the daemon: what `cat` reads equals `ffmpeg -i FILE.mp4 -f framemd5 -`.
+    @Test(arguments: [("h264", "tcp"), ("h265", "rtp"), ("h264", "udp")])
+    func sendAnMP4ThroughTheDaemon(codec: String, transport: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let mp4 = try makeMP4(codec: codec, frames: 40, in: directory)
+        let reference = try ffmpegMD5s(mp4)
+        #expect(reference.count == 40)
+        let daemon = try DaemonProcess(label: "send\(codec)\(transport)", settings: [
+            "max_width": "320", "max_height": "240", "slots": "64", "output": "\"auto\"", "idle_timeout": "3",
+            "codec": "\"\(codec)\"",
+        ], transport: transport)
+        let cat = try CatProcess(stream: daemon.name, frames: 40, segmented: true, directory: directory)
+        let sent = try runChecked(tool("streamrecvctl"), ["send", mp4, "\(transport)://127.0.0.1:\(daemon.port)", "--rate", "120"])
+        #expect(sent.standardError.contains("sent 40 \(codec) access units"), "\(sent.standardError)")
+        let (status, errors) = cat.finish()
+        #expect(status == 0, "\(errors)\n\(daemon.log.suffix(2000))")
+        let difference = firstDifference(try catMD5s(cat), reference)
+        #expect(difference == nil, "\(difference ?? "")")
+    }
+
+    /// `send --to-file` writes Annex B that decodes exactly as the MP4 does, parameter sets before every keyframe.
+    @Test(arguments: ["h264", "h265"])
+    func sendToFileWritesAnnexB(codec: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let mp4 = try makeMP4(codec: codec, frames: 40, in: directory)
+        let annexB = directory.appendingPathComponent("out.\(codec)").path
+        try runChecked(tool("streamrecvctl"), ["send", mp4, "--to-file", annexB])
+        #expect(try ffmpegMD5s(annexB) == (try ffmpegMD5s(mp4)))
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: annexB)))
+        #expect(bytes.starts(with: [0, 0, 0, 1]) || bytes.starts(with: [0, 0, 1]))
+        let inspected = try runChecked(tool("streamrecvctl"), ["inspect", annexB, "--json"]).text.split(separator: "\n")
+        let keyframes = inspected.filter { $0.contains("\"type\":\"au\"") && $0.contains("\"keyframe\":true") }
+        #expect(keyframes.count == 3, "keyframes at 0, 15 and 30")
+        // Every keyframe after the first repeats the parameter sets: 2 (SPS, PPS) or 3 (VPS, SPS, PPS) each.
+        let summary = try #require(inspected.first { $0.contains("\"type\":\"summary\"") })
+        #expect(summary.contains("\"parameter_set_repeats\":\(codec == "h264" ? 4 : 6)"), "\(summary)")
+        let missing = try runProcess(tool("streamrecvctl"), ["send", directory.appendingPathComponent("nope.mp4").path, "--to-file", annexB])
+        #expect(missing.status == 1 && missing.standardError.contains("cannot open"))
+    }
+
+    /// `snapshot` writes the newest frame as a PNG; its pixels equal FFmpeg's conversion of that frame.
+    @Test func snapshotMatchesFFmpegsConversion() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try generated("h264", size: "320x240", frames: 10)
+        let source = directory.appendingPathComponent("s.h264")
+        try Data(stream).write(to: source)
+        let daemon = try DaemonProcess(label: "snapshot", settings: ["max_width": "320", "max_height": "240"])
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 0)
+        #expect(daemon.waitUntilPublished(10))
+        let ours = directory.appendingPathComponent("ours.png").path
+        try runChecked(tool("streamrecvctl"), ["snapshot", daemon.name, ours])
+        let theirs = directory.appendingPathComponent("theirs.png").path
+        try runChecked("ffmpeg", ["-v", "error", "-i", source.path, "-vf", "select=eq(n\\,9)", "-frames:v", "1", theirs])
+        func rgb(_ path: String) throws -> [UInt8] {
+            [UInt8](try runChecked("ffmpeg", ["-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]).standardOutput)
+        }
+        let (a, b) = (try rgb(ours), try rgb(theirs))
+        #expect(a.count == 320 * 240 * 3 && a.count == b.count)
+        let largest = zip(a, b).map { abs(Int($0) - Int($1)) }.max() ?? 255
+        #expect(largest <= 1, "largest channel difference \(largest) (tolerance 1)")
+    }
+
+    /// `wait`: 2 on timeout (no ring, or no frame yet), 0 once a frame is there.
+    @Test func waitReportsTheStreamsFirstFrame() throws {
+        #expect(try runProcess(tool("streamrecvctl"), ["wait", "no-such-stream-\(getpid())", "--timeout", "0.3"]).status == 2)
+        let daemon = try DaemonProcess(label: "wait", settings: ["max_width": "160", "max_height": "96"])
+        #expect(try runProcess(tool("streamrecvctl"), ["wait", daemon.name, "--timeout", "0.3"]).status == 2)
+        let waiter = Process()
+        waiter.executableURL = URL(fileURLWithPath: tool("streamrecvctl"))
+        waiter.arguments = ["wait", daemon.name, "--timeout", "30"]
+        waiter.standardOutput = FileHandle.nullDevice
+        try waiter.run()
+        usleep(300_000)
+        #expect(waiter.isRunning, "still waiting: no frame yet")
+        try Sender(port: daemon.port).sendPaced(try generated("h264", frames: 3), pauseMicroseconds: 0)
+        waiter.waitUntilExit()
+        #expect(waiter.terminationStatus == 0)
+        #expect(try runProcess(tool("streamrecvctl"), ["wait", daemon.name, "--timeout", "1"]).status == 0)
+        #expect(try runProcess(tool("streamrecvctl"), ["wait", daemon.name, "--new", "--timeout", "0.3"]).status == 2)
+    }
+}
+
+/// The C example and the Python reader, each a real process reading the daemon's ring: the frames they write
+/// (packed planes of the native yuv420p output) equal FFmpeg's decode, md5 for md5.
+@Suite(.serialized) struct ConsumerExampleTests {
+    /// Starts `reader` with standard output into `output` and waits until it says (on stderr) that it attached.
+    func startReader(_ executable: String, _ arguments: [String], output: String, marker: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        let errors = output + ".stderr"
+        FileManager.default.createFile(atPath: errors, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: errors, encoding: .utf8), text.contains(marker) { return process }
+            if !process.isRunning { break }
+            usleep(20_000)
+        }
+        throw HarnessError(description: "\(executable) did not attach: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
+    }
+
+    func expectReaderBitExact(label: String, reader: (DaemonProcess, URL) throws -> Process) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try generated("h264", size: "320x240", frames: 30, parameters: "bframes=2")
+        let reference = try referenceMD5s(stream, facts: StreamFacts(stream), directory: directory)
+        let daemon = try DaemonProcess(label: label, settings: [
+            "max_width": "320", "max_height": "240", "slots": "40", "output": "\"native\"",
+        ])
+        let output = directory.appendingPathComponent("frames.yuv")
+        let process = try reader(daemon, output)
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 2000)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\((try? String(contentsOfFile: output.path + ".stderr", encoding: .utf8)) ?? "")")
+        let ours = try ffmpegMD5s(output.path, format: "rawvideo", extra: ["-pix_fmt", "yuv420p", "-video_size", "320x240"])
+        let difference = firstDifference(ours, reference)
+        #expect(difference == nil, "\(label): \(difference ?? "")")
+    }
+
+    @Test func theCExampleReadsBitExact() throws {
+        let binary = try TestEnvironment.temporaryDirectory().appendingPathComponent("consumer").path
+        let root = TestEnvironment.repositoryRoot
+        try runChecked("cc", ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
+                              "-I", root.appendingPathComponent("Sources/CFrameRing/include").path,
+                              root.appendingPathComponent("docs/examples/consumer.c").path, "-o", binary])
+        try expectReaderBitExact(label: "cexample") { daemon, output in
+            try startReader(binary, [daemon.name, "30"], output: output.path, marker: "attached")
+        }
+    }
+
+    @Test func thePythonReaderReadsBitExact() throws {
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("python/streamrecv.py").path
+        try expectReaderBitExact(label: "python") { daemon, output in
+            try startReader("/usr/bin/python3", [script, daemon.name, "--frames", "30"], output: output.path, marker: "attached")
+        }
+    }
+}
