@@ -9,6 +9,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "Bitstream", targets: ["Bitstream"]),
+        // For consumers written in Swift: FrameStream (async sequence), FrameRingReader (zero-copy withFrame).
+        .library(name: "SharedFrames", targets: ["SharedFrames"]),
         .executable(name: "streamrecvctl", targets: ["streamrecvctl"]),
         .executable(name: "streamrecvd", targets: ["streamrecvd"]),
     ],

@@ -55,6 +55,16 @@ public enum ReadOutcome: Sendable, Equatable {
     case invalid
 }
 
+/// What `FrameRingReader.withFrame` found; `.frame` carries the closure's result, valid because the slot was not
+/// overwritten while the closure ran.
+public enum ZeroCopyOutcome<Result> {
+    case frame(FrameInfo, Result)
+    case lapped(oldestAvailable: UInt64)
+    case notYetPublished
+    case torn
+    case invalid
+}
+
 public enum AttachError: Error, CustomStringConvertible, Sendable {
     case sharedMemory(SharedMemoryError)
     case notARing(name: String, reason: String)
@@ -162,9 +172,29 @@ public final class FrameRingReader: @unchecked Sendable {
 
     /// Copies frame `sequence` into `pixels` (resized as needed) if it is still in the ring.
     public func read(sequence: UInt64, into pixels: inout [UInt8]) -> ReadOutcome {
+        let outcome = withFrame(sequence: sequence) { info, bytes in
+            if pixels.count != bytes.count { pixels = [UInt8](repeating: 0, count: bytes.count) }
+            pixels.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        }
+        switch outcome {
+        case .frame(let info, _): return .frame(info)
+        case .lapped(let oldest): return .lapped(oldestAvailable: oldest)
+        case .notYetPublished: return .notYetPublished
+        case .torn: return .torn
+        case .invalid: return .invalid
+        }
+    }
+
+    /// Frame `sequence` without a copy: `body` gets the frame's metadata and its pixel bytes in the ring itself
+    /// (planes at `info.layout`'s offsets). The bytes are only valid inside `body`, and only if the outcome is
+    /// `.frame`: the writer never waits, so it may overwrite the slot while `body` runs; that is detected after
+    /// `body` returns, and its result is then discarded (`.torn`). `body` must not keep the pointer.
+    public func withFrame<Result>(
+        sequence: UInt64, _ body: (FrameInfo, UnsafeRawBufferPointer) throws -> Result
+    ) rethrows -> ZeroCopyOutcome<Result> {
         // A truncated object would raise SIGBUS on access: check before touching the slots.
         guard object.currentSize >= object.size else { return .invalid }
-        return object.withMapping { base in
+        return try object.withMapping { base in
             let ring = RingPointers(base: base)
             let header = ring.header.pointee
             let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
@@ -187,18 +217,16 @@ public final class FrameRingReader: @unchecked Sendable {
             guard layout.byteCount <= Int(header.slot_data_capacity), copy.data_size == UInt64(layout.byteCount) else {
                 return streamrecv_shm_read_end(slot, begin) != 0 ? .invalid : .torn
             }
-            if pixels.count != layout.byteCount { pixels = [UInt8](repeating: 0, count: layout.byteCount) }
-            pixels.withUnsafeMutableBytes { destination in
-                destination.copyMemory(from: UnsafeRawBufferPointer(start: ring.slotData(index), count: layout.byteCount))
-            }
-            guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }
-            return .frame(FrameInfo(
+            let info = FrameInfo(
                 sequence: copy.sequence, generation: copy.generation, layout: layout,
                 flags: FrameFlags(rawValue: copy.flags), pts: copy.pts, timeFirstByte: copy.time_first_byte_ns,
                 timeAccessUnitComplete: copy.time_au_complete_ns, timeDecoded: copy.time_decoded_ns,
                 timePublished: copy.time_published_ns, sarNumerator: copy.sample_aspect_num,
                 sarDenominator: copy.sample_aspect_den, colorRange: copy.color_range, rotation: copy.rotation,
-                visible: [Int(copy.visible_x), Int(copy.visible_y), Int(copy.visible_width), Int(copy.visible_height)]))
+                visible: [Int(copy.visible_x), Int(copy.visible_y), Int(copy.visible_width), Int(copy.visible_height)])
+            let result = try body(info, UnsafeRawBufferPointer(start: ring.slotData(index), count: layout.byteCount))
+            guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }
+            return .frame(info, result)
         }
     }
 

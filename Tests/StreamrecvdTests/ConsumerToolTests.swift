@@ -1,4 +1,5 @@
 import Foundation
+import FrameFormats
 import Glibc
 import SharedFrames
 import StreamrecvTestSupport
@@ -106,10 +107,10 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        FileManager.default.createFile(atPath: output, contents: nil)
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         let errors = output + ".stderr"
-        FileManager.default.createFile(atPath: errors, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
         try process.run()
         let deadline = Date().addingTimeInterval(20)
@@ -153,6 +154,44 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
         let script = TestEnvironment.repositoryRoot.appendingPathComponent("python/streamrecv.py").path
         try expectReaderBitExact(label: "python") { daemon, output in
             try startReader("/usr/bin/python3", [script, daemon.name, "--frames", "30"], output: output.path, marker: "attached")
+        }
+    }
+}
+
+/// The Swift library consumers use: `FrameStream` as an async sequence, and zero-copy access with `withFrame`.
+@Suite(.serialized) struct SwiftReaderTests {
+    @Test func frameStreamReadsBitExactAndZeroCopyAccessAgrees() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try generated("h264", size: "320x240", frames: 30, parameters: "bframes=2")
+        let file = directory.appendingPathComponent("s.h264")
+        try Data(stream).write(to: file)
+        let reference = try referenceFrames(file.path, frameBytes: 320 * 240 * 3 / 2)
+        let daemon = try DaemonProcess(label: "swiftreader", settings: [
+            "max_width": "320", "max_height": "240", "slots": "40", "output": "\"native\"",
+        ])
+        let frames = try FrameStream(stream: daemon.name, timeout: .seconds(20))
+        let port = daemon.port
+        let sender = Thread { try? Sender(port: port).sendPaced(stream, pauseMicroseconds: 2000) }
+        sender.start()
+        var received: [FrameStream.Frame] = []
+        for try await frame in frames {
+            received.append(frame)
+            if received.count == 30 { break }
+        }
+        #expect(received.map { PlanarConversion.planar($0.pixels, layout: $0.info.layout) } == reference)
+        #expect(received.allSatisfy { $0.lappedBefore == 0 })
+        let last = try #require(received.last).info.sequence
+        let outcome = frames.reader.withFrame(sequence: last) { info, bytes in
+            PlanarConversion.planar(Array(bytes), layout: info.layout)
+        }
+        guard case .frame(_, let pixels) = outcome else {
+            Issue.record("withFrame: \(outcome)")
+            return
+        }
+        #expect(pixels == reference.last)
+        guard case .notYetPublished = frames.reader.withFrame(sequence: last + 1, { _, _ in () }) else {
+            Issue.record("a frame after the last one cannot be there")
+            return
         }
     }
 }
