@@ -15,7 +15,14 @@ APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libs
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
-.PHONY: deps test run bench clean
+# Install layout (make install PREFIX=/usr DESTDIR=/tmp/pkg); CONFIGURATION=debug installs a debug build, and
+# NO_BUILD=1 installs what is already built.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+CONFIGURATION ?= release
+BUILD_DIR = .build/$(CONFIGURATION)
+
+.PHONY: deps test run bench clean install build
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -47,6 +54,32 @@ bench: deps
 	swift build -c release --product streamrecvd
 	swift build -c release --product streamrecvctl
 	scripts/bench.sh
+
+## build: the daemon and the CLI (CONFIGURATION=release by default)
+build: deps
+	swift build -c $(CONFIGURATION) --product streamrecvd
+	swift build -c $(CONFIGURATION) --product streamrecvctl
+
+## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader
+install: $(if $(NO_BUILD),,build)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
+		$(DESTDIR)$(SYSCONFDIR)/streamrecvd $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples
+	install -m 0755 $(BUILD_DIR)/streamrecvd $(BUILD_DIR)/streamrecvctl $(DESTDIR)$(PREFIX)/bin/
+	for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket; do \
+		sed -e 's|/usr/bin/streamrecvd|$(PREFIX)/bin/streamrecvd|g' -e 's|/etc/streamrecvd|$(SYSCONFDIR)/streamrecvd|g' \
+			systemd/$$unit > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$unit; \
+	done
+	install -m 0644 systemd/streamrecvd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/streamrecvd.conf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml ] || \
+		install -m 0644 etc/streamrecvd/streamrecvd.toml $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml
+	install -m 0644 Sources/CFrameRing/include/streamrecv_shm.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 man/streamrecvctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 man/streamrecvd.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 0644 man/streamrecvd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 python/streamrecv.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
+	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 
 clean:
 	rm -rf .build
