@@ -22,7 +22,7 @@ SYSCONFDIR ?= /etc
 CONFIGURATION ?= release
 BUILD_DIR = .build/$(CONFIGURATION)
 
-.PHONY: deps test run bench clean install build
+.PHONY: deps test run bench clean install build soak fuzz
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -41,6 +41,12 @@ test: deps
 	swift build --build-tests
 	swift test --disable-xctest
 	cd python && python3 -m unittest -v test_streamrecv
+	scripts/fuzz.sh 20000
+	swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
+
+## fuzz: the libFuzzer targets for FUZZ_RUNS executions each (docs/reliability.md has the long run's figures)
+fuzz: deps
+	scripts/fuzz.sh $(or $(FUZZ_RUNS),10000000)
 
 ## run: build and run the daemon on the default configuration (stream "desk" on tcp://127.0.0.1:5000)
 run: deps
@@ -54,6 +60,10 @@ bench: deps
 	swift build -c release --product streamrecvd
 	swift build -c release --product streamrecvctl
 	scripts/bench.sh
+
+## soak: one hour of paced 1080p60 into a release daemon (SOAK_SECONDS to change); not part of CI
+soak: build
+	scripts/soak.sh
 
 ## build: the daemon and the CLI (CONFIGURATION=release by default)
 build: deps
@@ -82,4 +92,4 @@ install: $(if $(NO_BUILD),,build)
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-asan Fuzz/.build

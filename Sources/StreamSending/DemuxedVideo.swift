@@ -28,6 +28,8 @@ final class DemuxedVideo {
     let timeBase: AVRational
     let width: Int32
     let height: Int32
+    /// For a raw Annex B file: the frame rate its SPS states (libavformat then times packets at 25 per second).
+    let rawFrameRate: Double?
     private var flushed = false
     /// Units handed out; stands in for timestamps a raw file lacks (at 25 per second, libavformat's default).
     private var index: Int64 = 0
@@ -55,6 +57,9 @@ final class DemuxedVideo {
             throw SendError(description: "\(path): the video is \(String(cString: avcodec_get_name(codecID))), not H.264 or H.265")
         }
         let demuxer = String(cString: context.pointee.iformat.pointee.name)
+        let rate = stream.pointee.r_frame_rate
+        rawFrameRate = (demuxer == "h264" || demuxer == "hevc") && rate.num > 0 && rate.den > 0
+            ? Double(rate.num) / Double(rate.den) : nil
         if demuxer != "h264" && demuxer != "hevc" {
             let name = codecID == AV_CODEC_ID_H264 ? "h264_mp4toannexb" : "hevc_mp4toannexb"
             var bsf: UnsafeMutablePointer<AVBSFContext>?
@@ -102,15 +107,6 @@ final class DemuxedVideo {
             let sent = av_bsf_send_packet(filter, packet)
             guard sent >= 0 else { throw SendError(description: "bitstream filter: \(describe(sent))") }
         }
-    }
-
-    /// Starts again from the beginning (`--loop`).
-    func rewind() throws(SendError) {
-        guard let format else { return }
-        let result = av_seek_frame(format, streamIndex, 0, AVSEEK_FLAG_BACKWARD)
-        if result < 0 { throw SendError(description: "cannot loop: seeking to the start failed: \(describe(result))") }
-        if let filter { av_bsf_flush(filter) }
-        flushed = false
     }
 
     private func take(_ packet: UnsafeMutablePointer<AVPacket>) -> AnnexBAccessUnit {

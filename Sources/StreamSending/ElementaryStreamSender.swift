@@ -31,34 +31,57 @@ public final class ElementaryStreamSender {
     private let destination: String
     private let rate: SendRate
     private let loops: Int
+    private let duration: Double?
 
     /// - Parameters:
     ///   - destination: tcp://HOST:PORT, udp://HOST:PORT, rtp://HOST:PORT, or a file path (Annex B).
     ///   - loops: how many times the source is sent (0: forever).
-    public init(source: String, destination: String, rate: SendRate, loops: Int = 1) {
+    ///   - duration: stop after this many seconds (at an access unit boundary).
+    public init(source: String, destination: String, rate: SendRate, loops: Int = 1, duration: Double? = nil) {
         self.source = source
         self.destination = destination
         self.rate = rate
         self.loops = loops
+        self.duration = duration
     }
 
     public func run() throws(SendError) -> Summary {
         var summary = Summary()
-        let input = try DemuxedVideo(path: source)
+        var input = try DemuxedVideo(path: source)
         summary.codec = input.codecName
+        // A raw file's packet times are libavformat's guess (25 per second): its SPS frame rate paces it instead.
+        let rate = self.rate == .realtime ? input.rawFrameRate.map(SendRate.framesPerSecond) ?? .realtime : self.rate
         let output = try AnnexBOutput(destination: destination, codec: input.codecID, width: input.width, height: input.height)
         defer { output.close() }
         var pass = 0
         var clockStart = MonotonicClock.seconds()
         var timelineStart: Double?
         var nextDeadline = clockStart
-        while loops == 0 || pass < loops {
+        let end = duration.map { clockStart + $0 }
+        // Timestamps keep growing across passes (`--loop`): each pass is shifted to start one frame after the
+        // previous one ended, so muxers and receivers see one continuous stream.
+        var passOffset: Int64 = 0
+        var passEnd: Int64 = 0
+        var lastDTS: Int64?
+        var frameDuration: Int64 = 1
+        sending: while loops == 0 || pass < loops {
             if pass > 0 {
-                try input.rewind()
+                // Opened again rather than seeked: libavformat cannot seek in a raw Annex B file.
+                input = try DemuxedVideo(path: source)
+                passOffset = passEnd + frameDuration
+                lastDTS = nil
                 timelineStart = nil
                 clockStart = MonotonicClock.seconds()
             }
-            while let unit = try input.nextAccessUnit() {
+            while var unit = try input.nextAccessUnit() {
+                if let end, MonotonicClock.seconds() >= end { break sending }
+                if let dts = unit.dts {
+                    if let lastDTS, dts > lastDTS { frameDuration = dts - lastDTS }
+                    lastDTS = dts
+                }
+                unit.pts = unit.pts.map { $0 + passOffset }
+                unit.dts = unit.dts.map { $0 + passOffset }
+                passEnd = max(passEnd, unit.pts ?? 0, unit.dts ?? 0)
                 switch rate {
                 case .maximum:
                     break

@@ -24,8 +24,11 @@ struct SendCommand: ParsableCommand {
     @Option(help: "realtime (the file's own timing), max (as fast as possible) or a number of frames per second.")
     var rate: String = "realtime"
 
-    @Flag(help: "Send the file again and again until interrupted.")
+    @Flag(help: "Send the file again and again until interrupted (or --duration).")
     var loop = false
+
+    @Option(help: "Stop after this many seconds.")
+    var duration: Double?
 
     @Option(name: .customLong("to-file"), help: "Write the Annex B stream to this file instead of sending it (rate defaults to max).")
     var toFile: String?
@@ -50,7 +53,7 @@ struct SendCommand: ParsableCommand {
 
     func run() throws {
         let sender = ElementaryStreamSender(
-            source: source, destination: toFile ?? url!, rate: try parsedRate(), loops: loop ? 0 : 1)
+            source: source, destination: toFile ?? url!, rate: try parsedRate(), loops: loop ? 0 : 1, duration: duration)
         do {
             let summary = try sender.run()
             printError("streamrecvctl: sent \(summary.accessUnits) \(summary.codec) access units (\(summary.bytes) bytes) to \(toFile ?? url!)")

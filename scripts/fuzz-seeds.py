@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Seed corpora for the fuzz targets (Fuzz/), made from streams ffmpeg encodes now: whole Annex B streams, their
+parameter sets and SEI payloads, and the RTP datagrams FFmpeg's packetizer sends for them. Usage: fuzz-seeds.py DIR"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+
+def encode(path, codec, extra):
+    # The H.264 streams carry a display orientation SEI too (the h264_metadata filter inserts one).
+    encoder = ["-c:v", "libx264", "-x264-params", extra, "-bsf:v", "h264_metadata=display_orientation=insert:rotate=90"] \
+        if codec == "h264" else ["-c:v", "libx265", "-x265-params", "log-level=error:" + extra]
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=25", "-frames:v", "12"]
+                   + encoder + ["-f", codec if codec == "h264" else "hevc", path], check=True)
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def nal_units(stream):
+    starts = [match.end() for match in re.finditer(b"\x00\x00\x01", stream)]
+    for index, start in enumerate(starts):
+        end = starts[index + 1] - 3 if index + 1 < len(starts) else len(stream)
+        yield stream[start:end].rstrip(b"\x00")
+
+
+def capture_rtp(path, codec):
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(2)
+    port = receiver.getsockname()[1]
+    packets = []
+
+    def receive():
+        try:
+            while True:
+                packets.append(receiver.recv(65536))
+        except socket.timeout:
+            pass
+    thread = threading.Thread(target=receive)
+    thread.start()
+    subprocess.run(["ffmpeg", "-v", "error", "-f", codec if codec == "h264" else "hevc", "-i", path, "-c", "copy",
+                    "-f", "rtp", "rtp://127.0.0.1:%d?pkt_size=400" % port], check=True, stdout=subprocess.DEVNULL)
+    thread.join()
+    return packets
+
+
+def main(directory):
+    seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP")}
+    with tempfile.TemporaryDirectory() as work:
+        for codec, extra, selector in (("h264", "bframes=2:slices=2", 1), ("h264", "bframes=0:cabac=0", 1),
+                                       ("h265", "bframes=2", 2), ("h265", "bframes=0:slices=2", 2)):
+            path = os.path.join(work, "s." + codec)
+            stream = encode(path, codec, extra)
+            # The start of each stream (parameter sets, the first pictures): the target's inputs are at most 4 KiB.
+            seeds["FuzzAnnexB"] += [bytes([0]) + stream[:4000], bytes([selector | 0x10]) + stream[:4000]]
+            for nal in nal_units(stream):
+                if codec == "h264":
+                    kind = nal[0] & 0x1F
+                    if kind in (7, 8):
+                        seeds["FuzzH264ParameterSets"].append(bytes([kind - 7]) + nal[1:])
+                    elif kind in (1, 5) and len(seeds["FuzzH264ParameterSets"]) < 40:
+                        seeds["FuzzH264ParameterSets"].append(bytes([2]) + nal[1:64])
+                    elif kind == 6:
+                        seeds["FuzzSEI"].append(bytes([0]) + nal[1:])
+                else:
+                    kind = (nal[0] >> 1) & 0x3F
+                    if kind in (32, 33, 34):
+                        seeds["FuzzH265ParameterSets"].append(bytes([kind - 32]) + nal[2:])
+                    elif kind in (39, 40):
+                        seeds["FuzzSEI"].append(bytes([1]) + nal[2:])
+            packets = capture_rtp(path, codec)
+            framed = b"".join(len(packet).to_bytes(2, "big") + packet for packet in packets[:60])
+            seeds["FuzzRTP"].append(bytes([0 if codec == "h264" else 1]) + framed)
+    for name, inputs in seeds.items():
+        os.makedirs(os.path.join(directory, name), exist_ok=True)
+        for index, data in enumerate(inputs):
+            with open(os.path.join(directory, name, "seed-%03d" % index), "wb") as handle:
+                handle.write(data)
+        print("%s: %d seeds" % (name, len(inputs)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
