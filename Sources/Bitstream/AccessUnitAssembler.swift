@@ -12,7 +12,7 @@ public enum AssemblerEvent: Sendable {
 
 /// A defect in the input: what was wrong and what the assembler did about it.
 public struct AssemblerProblem: Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
         case forbiddenBit = "forbidden_bit"
         case beforeCodecDetected = "before_codec_detected"
         case parameterSetRejected = "parameter_set_rejected"

@@ -1,3 +1,4 @@
+import Bitstream
 import CoreMetrics
 
 /// One stream's metrics, through swift-metrics: counters the decode thread bumps as it goes, gauges for what the
@@ -40,6 +41,10 @@ final class StreamMetrics: Sendable {
     let rtpPacketsLost: Counter
     let rtpPayloadsDropped: Counter
     let keyframeRequests: Counter
+    let discardedBytes: Counter
+    /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
+    private let defects: [String: Counter]
+    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit"]
     private let dropped: [DropReason: Counter]
     private let refused: [RefusalReason: Counter]
     let hardware: Gauge
@@ -68,6 +73,10 @@ final class StreamMetrics: Sendable {
         rtpPacketsLost = counter("rtp_packets_lost_total")
         rtpPayloadsDropped = counter("rtp_payloads_dropped_total")
         keyframeRequests = counter("keyframe_requests_total")
+        discardedBytes = counter("discarded_bytes_total")
+        defects = Dictionary(uniqueKeysWithValues: (AssemblerProblem.Kind.allCases.map(\.rawValue) + Self.splitterDefects).map {
+            ($0, counter("stream_defects_total", [("kind", $0)]))
+        })
         dropped = Dictionary(uniqueKeysWithValues: DropReason.allCases.map {
             ($0, counter("frames_dropped_total", [("reason", $0.rawValue)]))
         })
@@ -83,13 +92,15 @@ final class StreamMetrics: Sendable {
 
     func dropped(_ reason: DropReason) { dropped[reason]?.increment() }
 
+    func defect(_ kind: String, count: Int = 1) { defects[kind]?.increment(by: Int64(count)) }
+
     func refused(_ reason: RefusalReason) { refused[reason]?.increment() }
 
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
-                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests]
-            + Array(dropped.values) + Array(refused.values) {
+                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes]
+            + Array(dropped.values) + Array(refused.values) + Array(defects.values) {
             counter.destroy()
         }
         for gauge in [hardware, width, height, framesPerSecond] { gauge.destroy() }

@@ -266,12 +266,18 @@ final class StreamWorker: @unchecked Sendable {
         let before = splitter.statistics
         splitter.append(bytes) { units.append($0) }
         let after = splitter.statistics
+        metrics.discardedBytes.increment(by: after.discardedBytes - before.discardedBytes)
         if after.oversizedNALUnits > before.oversizedNALUnits {
+            metrics.defect("oversized_nal_unit", count: after.oversizedNALUnits - before.oversizedNALUnits)
             warnings.log(.warning, key: "oversized-nal", now: time,
                          "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
         }
         if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits {
             warnings.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
+        }
+        if after.emptyNALUnits > before.emptyNALUnits {
+            metrics.defect("empty_nal_unit", count: after.emptyNALUnits - before.emptyNALUnits)
+            warnings.log(.warning, key: "empty-nal", now: time, "start codes with no NAL unit between them skipped (\(after.emptyNALUnits) so far)")
         }
         process(units)
     }
@@ -375,6 +381,7 @@ final class StreamWorker: @unchecked Sendable {
         case .parameterSet(let set):
             describe(set)
         case .problem(let problem):
+            metrics.defect(problem.kind.rawValue)
             warnings.log(.warning, key: "problem-\(problem.kind.rawValue)", now: MonotonicClock.nanoseconds(),
                          "stream defect: \(problem)")
         case .accessUnit(let unit):
