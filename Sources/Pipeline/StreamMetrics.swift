@@ -42,6 +42,8 @@ final class StreamMetrics: Sendable {
     let rtpPayloadsDropped: Counter
     let keyframeRequests: Counter
     let discardedBytes: Counter
+    /// The shm object re-created because another process truncated or removed it.
+    let ringRecreations: Counter
     /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
     private let defects: [String: Counter]
     static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit"]
@@ -74,6 +76,7 @@ final class StreamMetrics: Sendable {
         rtpPayloadsDropped = counter("rtp_payloads_dropped_total")
         keyframeRequests = counter("keyframe_requests_total")
         discardedBytes = counter("discarded_bytes_total")
+        ringRecreations = counter("ring_recreations_total")
         defects = Dictionary(uniqueKeysWithValues: (AssemblerProblem.Kind.allCases.map(\.rawValue) + Self.splitterDefects).map {
             ($0, counter("stream_defects_total", [("kind", $0)]))
         })
@@ -99,7 +102,7 @@ final class StreamMetrics: Sendable {
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
-                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes]
+                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations]
             + Array(dropped.values) + Array(refused.values) + Array(defects.values) {
             counter.destroy()
         }

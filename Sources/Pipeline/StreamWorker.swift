@@ -69,6 +69,8 @@ final class StreamWorker: @unchecked Sendable {
     private var reorder: RTPReorderBuffer?
     /// Data was lost since the last random-access point: frames decoded now follow `loss_policy`.
     private var lostSinceKeyframe = false
+    /// When the ring's name was last checked (`ringIsUsable`).
+    private var lastNameCheck: UInt64 = 0
     /// Sends an RTCP datagram to the current RTP sender (set by the listener when `keyframe_request` is on).
     private let feedbackSender = NIOLockedValueBox<(@Sendable ([UInt8]) -> Void)?>(nil)
     private var lastKeyframeRequest: UInt64?
@@ -484,7 +486,7 @@ final class StreamWorker: @unchecked Sendable {
             metadata.visible = (UInt32(frame.width - format.width), UInt32(frame.height - format.height),
                                 UInt32(format.width), UInt32(format.height))
         }
-        guard writer.isIntact || recreateWriter() else {
+        guard ringIsUsable(now: decodedAt) else {
             drop(.ringUnavailable)
             return
         }
@@ -533,9 +535,21 @@ final class StreamWorker: @unchecked Sendable {
         }
     }
 
-    /// The shm object was truncated by someone else: make a new one rather than fault on the old.
-    private func recreateWriter() -> Bool {
-        logger.error("shared-memory object /dev/shm/\(configuration.shmName) was truncated by another process; re-creating it")
+    /// The ring can take a frame: not truncated (checked every frame: a truncated mapping faults) and still
+    /// reachable by name (checked once a second). Otherwise it is re-created.
+    private func ringIsUsable(now: UInt64) -> Bool {
+        if !writer.isIntact { return recreateWriter(because: "was truncated by another process") }
+        if now >= lastNameCheck + 1_000_000_000 {
+            lastNameCheck = now
+            if !writer.isStillNamed { return recreateWriter(because: "was removed or replaced by another process") }
+        }
+        return true
+    }
+
+    /// Someone else damaged the shm object: make a new one rather than fault on, or hide behind, the old.
+    private func recreateWriter(because reason: String) -> Bool {
+        metrics.ringRecreations.increment()
+        logger.error("shared-memory object /dev/shm/\(configuration.shmName) \(reason); re-creating it")
         do {
             writer.unlink()
             writer = try FrameRingWriter(configuration: writer.configuration)

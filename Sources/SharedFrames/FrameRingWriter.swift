@@ -242,6 +242,10 @@ public final class FrameRingWriter: @unchecked Sendable {
     /// pages would kill the daemon with SIGBUS, so the pipeline checks before publishing).
     public var isIntact: Bool { object.currentSize >= geometry.totalSize }
 
+    /// False when the name under /dev/shm no longer leads to this object (someone unlinked or replaced it): new
+    /// readers cannot find the ring. One shm_open and fstat: call it now and then, not per frame.
+    public var isStillNamed: Bool { SharedMemoryObject.currentInode(name: configuration.shmName) == object.inode }
+
     /// Removes the name; readers that have it mapped keep reading what is there.
     public func unlink() {
         SharedMemoryObject.unlink(name: configuration.shmName)

@@ -69,7 +69,8 @@ final class SharedMemoryObject {
             guard ftruncate(descriptor, off_t(size)) == 0 else {
                 let error = errno
                 close(descriptor)
-                throw SharedMemoryError(operation: "ftruncate", name: name, errno: error)
+                throw SharedMemoryError(operation: "ftruncate", name: name, errno: error,
+                                        detail: error == ENOSPC || error == EFBIG ? "is /dev/shm full?" : nil)
             }
         }
         // tmpfs allocates on first touch; reserve every page now so a full /dev/shm fails here, not mid-stream.

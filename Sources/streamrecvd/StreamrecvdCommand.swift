@@ -30,6 +30,8 @@ struct StreamrecvdCommand: AsyncParsableCommand {
                 + configuration.streams.map { "\($0.name) on \($0.listen)" }.joined(separator: ", "))
             return
         }
+        // A file-size limit (RLIMIT_FSIZE) must fail the ring's creation with EFBIG and a clear error, not kill us.
+        signal(SIGXFSZ, SIG_IGN)
         let level = Logger.Level(rawValue: configuration.logLevel.rawValue) ?? .info
         JournalLogHandler.setDaemonLevel(level)
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label) }

@@ -105,6 +105,8 @@ final class DaemonProcess {
 
     var isRunning: Bool { process?.isRunning ?? false }
 
+    var pid: pid_t? { process?.processIdentifier }
+
     /// Sends `signal` (e.g. SIGHUP) to the daemon.
     func send(signal: Int32) {
         if let process { kill(process.processIdentifier, signal) }
