@@ -33,7 +33,10 @@ let package = Package(
             name: "CFFmpeg", pkgConfig: "libavcodec",
             providers: [.apt(["libavcodec-dev", "libavutil-dev"])]
         ),
-        .target(name: "Decoding", dependencies: ["CFFmpeg", "Bitstream", "FrameFormats"]),
+        .target(
+            name: "Decoding",
+            dependencies: ["CFFmpeg", "Bitstream", "FrameFormats", .product(name: "Logging", package: "swift-log")]
+        ),
         .systemLibrary(name: "CSwscale", pkgConfig: "libswscale", providers: [.apt(["libswscale-dev"])]),
         // Frames out of the ring into other formats (PNG snapshots), for streamrecvctl.
         .target(name: "FrameExport", dependencies: ["CFFmpeg", "CSwscale", "FrameFormats"]),

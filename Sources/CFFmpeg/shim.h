@@ -11,6 +11,8 @@
 #include <libavutil/imgutils.h>
 #include <libavutil/log.h>
 #include <libavutil/pixdesc.h>
+#include <stdarg.h>
+#include <string.h>
 
 static inline int streamrecv_averror(int posix_error) { return AVERROR(posix_error); }
 static inline int streamrecv_averror_eof(void) { return AVERROR_EOF; }
@@ -24,5 +26,31 @@ static inline const char *streamrecv_av_err2str(int error, char *buffer, size_t 
 }
 
 static inline int streamrecv_error_max_string_size(void) { return AV_ERROR_MAX_STRING_SIZE; }
+
+/// libavcodec's own log lines go to `sink` (one formatted line, no trailing newline) instead of stderr, so the
+/// daemon can tag, rate-limit and route them like its own. av_log's callback takes a va_list, which Swift
+/// cannot receive: this formats the line first.
+typedef void (*streamrecv_av_log_sink)(int level, const char *line);
+/* A function-local static, not a file-scope one: Swift's importer emits the functions it uses, not globals. */
+static inline streamrecv_av_log_sink *streamrecv_av_log_sink_slot(void) {
+    static streamrecv_av_log_sink sink;
+    return &sink;
+}
+
+static void streamrecv_av_log_callback(void *context, int level, const char *format, va_list arguments) {
+    streamrecv_av_log_sink sink = *streamrecv_av_log_sink_slot();
+    if (level > av_log_get_level() || !sink) return;
+    char line[1024];
+    int print_prefix = 1;
+    av_log_format_line2(context, level, format, arguments, line, (int)sizeof line, &print_prefix);
+    size_t length = strlen(line);
+    while (length > 0 && (line[length - 1] == '\n' || line[length - 1] == '\r')) line[--length] = 0;
+    if (length > 0) sink(level, line);
+}
+
+static inline void streamrecv_av_log_route(streamrecv_av_log_sink sink) {
+    *streamrecv_av_log_sink_slot() = sink;
+    av_log_set_callback(streamrecv_av_log_callback);
+}
 
 #endif
