@@ -117,6 +117,12 @@ public final class FrameRingReader: @unchecked Sendable {
         return object
     }
 
+    /// Whether the process that last attached as the writer still exists.
+    public var writerIsAlive: Bool {
+        let pid = pid_t(status.writerPID)
+        return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
+    }
+
     /// Maps the object now behind the name if it is not the one we have (the daemon re-created it).
     /// Returns true when it switched.
     @discardableResult
@@ -241,6 +247,7 @@ public final class FrameRingReader: @unchecked Sendable {
     public func next(after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool = false) -> NextOutcome {
         var wanted = previous + 1
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
+        var consecutiveTorn = 0
         while true {
             let seen = wakeWord
             switch read(sequence: wanted, into: &pixels) {
@@ -252,6 +259,14 @@ public final class FrameRingReader: @unchecked Sendable {
                 continue
             case .torn:
                 tornReads += 1
+                consecutiveTorn += 1
+                // A slot stays "being written" only if its writer died mid-write: stop spinning, and give up
+                // once the writer is gone.
+                if consecutiveTorn > 100 {
+                    usleep(1000)
+                    if consecutiveTorn > 2000 && !writerIsAlive { return .stopped }
+                    if MonotonicClock.nanoseconds() >= deadline { return .timedOut }
+                }
                 continue
             case .invalid:
                 if !reattachIfReplaced() { return .stopped }

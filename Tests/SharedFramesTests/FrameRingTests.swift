@@ -191,4 +191,32 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
         #expect(reader.read(sequence: 1, into: &pixels) == .invalid)
         #expect(!writer.isIntact)
     }
+
+    /// A writer that died in the middle of writing a slot leaves its seqlock odd for good: a reader waiting for
+    /// that frame must not spin forever. With the writer alive it times out; with the writer gone it stops.
+    @Test func aSlotLeftHalfWrittenDoesNotHangTheReader() throws {
+        let name = uniqueShmName("halfwritten")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "halfwritten", slotCount: 2, maxWidth: 32, maxHeight: 32))
+        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
+        for sequence in 1...3 {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+        }
+        // Frame 3 is in slot 0; make its seqlock odd, as a writer killed inside write_begin/write_end leaves it.
+        let descriptor = shm_open("/" + name, O_RDWR, 0)
+        defer { close(descriptor) }
+        let base = try #require(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0))
+        defer { munmap(base, 8192) }
+        let header = base.assumingMemoryBound(to: streamrecv_shm_header.self)
+        let seqlock = (base + Int(header.pointee.slot_table_offset)).assumingMemoryBound(to: UInt64.self)
+        seqlock.pointee |= 1
+        let reader = try FrameRingReader(shmName: name)
+        var pixels: [UInt8] = []
+        #expect(reader.next(after: 2, into: &pixels, timeoutNanoseconds: 300_000_000) == .timedOut)
+        #expect(reader.tornReads > 100)
+        // The writer's pid replaced by one that cannot exist: the reader gives up with .stopped.
+        header.pointee.writer_pid = UInt32(Int32.max)
+        #expect(reader.next(after: 2, into: &pixels, timeoutNanoseconds: 10_000_000_000) == .stopped)
+    }
 }
