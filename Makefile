@@ -42,7 +42,8 @@ test: deps
 	swift test --disable-xctest
 	cd python && python3 -m unittest -v test_streamrecv
 	scripts/fuzz.sh 20000
-	swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
+		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
 
 ## fuzz: the libFuzzer targets for FUZZ_RUNS executions each (docs/reliability.md has the long run's figures)
 fuzz: deps
