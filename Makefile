@@ -44,6 +44,7 @@ test: deps
 	scripts/fuzz.sh 20000
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
 		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
+	swift test --disable-xctest --sanitize=thread --scratch-path .build-tsan --filter "BitstreamTests|SharedFramesTests|PipelineTests"
 
 ## fuzz: the libFuzzer targets for FUZZ_RUNS executions each (docs/reliability.md has the long run's figures)
 fuzz: deps
@@ -93,4 +94,4 @@ install: $(if $(NO_BUILD),,build)
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 
 clean:
-	rm -rf .build .build-asan Fuzz/.build
+	rm -rf .build .build-asan .build-tsan Fuzz/.build
