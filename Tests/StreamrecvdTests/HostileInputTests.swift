@@ -180,7 +180,7 @@ func craftedSPS(widthInMacroblocks: UInt64, heightInMapUnits: UInt64, id: UInt64
         try harness.attack("random bytes", logged: "discarded", counted: "streamrecvd_discarded_bytes_total") {
             try harness.sendTCP((0..<65536).map { _ in UInt8.random(in: 0...255, using: &random) })
         }
-        try harness.attack("zeros", logged: nil) { try harness.sendTCP([UInt8](repeating: 0, count: 65536)) }
+        try harness.attack("zeros (trailing_zero_8bits are legal: nothing to count)", logged: nil) { try harness.sendTCP([UInt8](repeating: 0, count: 65536)) }
         try harness.attack("start-code flood", logged: "start codes with no NAL unit", counted: "empty_nal_unit") {
             try harness.sendTCP(Array([[UInt8]](repeating: [0, 0, 1], count: 20000).joined()))
         }
@@ -190,7 +190,7 @@ func craftedSPS(widthInMacroblocks: UInt64, heightInMapUnits: UInt64, id: UInt64
         try harness.attack("NAL over the size limit", logged: "NAL unit over 65536 bytes discarded", counted: "oversized_nal_unit") {
             try harness.sendTCP(nal(0x65, [UInt8](repeating: 0x55, count: 200_000)))
         }
-        try harness.attack("truncated NALs at every boundary", logged: nil) {
+        try harness.attack("truncated NALs at every boundary", logged: "parameter_set_rejected", counted: "parameter_set_rejected") {
             var bytes: [UInt8] = []
             for unit in [sps, pps, slices[0]] {
                 for cut in stride(from: 1, to: unit.count, by: max(1, unit.count / 12)) { bytes += [0, 0, 0, 1] + unit[..<cut] }
@@ -231,7 +231,7 @@ func craftedSPS(widthInMacroblocks: UInt64, heightInMapUnits: UInt64, id: UInt64
         try harness.attack("codec switch inside one connection", logged: nil) {
             try harness.sendTCP(try generated("h265", frames: 3) + gop.stream)
         }
-        try harness.attack("interleaved garbage between access units", logged: nil) {
+        try harness.attack("garbage after every NAL unit (it becomes trailing payload)", logged: nil) {
             var bytes: [UInt8] = []
             for unit in gop.units { bytes += [0, 0, 0, 1] + unit + (0..<50).map { _ in UInt8.random(in: 1...255, using: &random) } }
             try harness.sendTCP(bytes)
