@@ -7,17 +7,11 @@ import Synchronization
 /// logger: warnings and errors only, at most one line per distinct message per 10 s, with the count of those
 /// suppressed. The `[h264 @ 0x…]` context is dropped so that repeats from different decoders are one message.
 public enum FFmpegLog {
-    private struct State {
-        var logger: Logger?
-        var last: [String: UInt64] = [:]
-        var suppressed: [String: Int] = [:]
-    }
-    private static let state = Mutex(State())
-    static let intervalNanoseconds: UInt64 = 10_000_000_000
+    private static let log = Mutex<RateLimitedLogger?>(nil)
 
     /// Installs the routing; libavcodec messages then go to `logger` (label "libavcodec").
     public static func route(to logger: Logger) {
-        state.withLock { $0.logger = logger }
+        log.withLock { $0 = RateLimitedLogger(logger: logger) }
         av_log_set_level(AV_LOG_WARNING)
         streamrecv_av_log_route { level, line in
             guard let line else { return }
@@ -30,17 +24,6 @@ public enum FFmpegLog {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let nanoseconds = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-        let (logger, skipped): (Logger?, Int?) = state.withLock { state in
-            if let last = state.last[message], nanoseconds - last < intervalNanoseconds {
-                state.suppressed[message, default: 0] += 1
-                return (nil, nil)
-            }
-            if state.last.count > 1000 { state.last.removeAll() }
-            state.last[message] = nanoseconds
-            return (state.logger, state.suppressed.removeValue(forKey: message) ?? 0)
-        }
-        guard let logger, let skipped else { return }
-        let suffix = skipped > 0 ? " (\(skipped) more like this suppressed)" : ""
-        logger.log(level: level <= AV_LOG_ERROR ? .error : .warning, "\(message)\(suffix)")
+        log.withLock { $0?.log(level <= AV_LOG_ERROR ? .error : .warning, key: message, now: nanoseconds, message) }
     }
 }

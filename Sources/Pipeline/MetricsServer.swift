@@ -38,8 +38,9 @@ final class MetricsServer: Service, @unchecked Sendable {
                 .serverChannelOption(.backlog, value: 16)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
-                    channel.pipeline.configureHTTPServerPipeline().flatMap {
-                        channel.pipeline.addHandler(MetricsHTTPHandler(registry: registry))
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry))
                     }
                 }
                 .bind(host: address.host, port: address.port).get()

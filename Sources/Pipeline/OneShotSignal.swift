@@ -5,8 +5,6 @@ import NIOConcurrencyHelpers
 final class OneShotSignal: Sendable {
     private let state = NIOLockedValueBox<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    var hasFired: Bool { state.withLockedValue { $0.fired } }
-
     func fire() {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             guard !state.fired else { return [] }

@@ -143,7 +143,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
         guard var destination = active?.source, let port = destination.port else { return }
         if !configuration.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
         let envelope = AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes))
-        channel.writeAndFlush(NIOAny(envelope), promise: nil)
+        channel.writeAndFlush(envelope, promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -29,14 +29,20 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
         return "\(text)/\(prefixLength)"
     }
 
-    /// Whether `address` (4 or 16 raw bytes) lies in this network.
-    func contains(_ address: [UInt8]) -> Bool {
+    /// Whether `address` (4 or 16 raw bytes, network order) lies in this network. No allocation: it runs for
+    /// every datagram of a stream with an `allow` list.
+    func contains(_ address: UnsafeRawBufferPointer) -> Bool {
         var candidate = address
         if network.count == 4 && address.count == 16 && address[0..<10].allSatisfy({ $0 == 0 }) && address[10] == 0xff && address[11] == 0xff {
-            candidate = Array(address[12..<16])
+            candidate = UnsafeRawBufferPointer(rebasing: address[12..<16])
         }
         guard candidate.count == network.count else { return false }
-        return Self.masked(candidate, prefixLength) == network
+        for index in 0..<network.count {
+            let keep = min(8, max(0, prefixLength - index * 8))
+            let mask = keep == 8 ? UInt8(0xff) : ~(UInt8(0xff) >> keep)
+            if candidate[index] & mask != network[index] { return false }
+        }
+        return true
     }
 
     private static func parseAddress(_ text: String) -> [UInt8]? {
@@ -59,23 +65,15 @@ extension [AddressRange] {
     /// An empty list allows every source.
     func allows(_ address: SocketAddress?) -> Bool {
         if isEmpty { return true }
-        guard let bytes = address?.rawBytes else { return false }
-        return contains { $0.contains(bytes) }
-    }
-}
-
-extension SocketAddress {
-    /// The IP address as 4 or 16 bytes in network order; nil for Unix sockets.
-    var rawBytes: [UInt8]? {
-        switch self {
+        switch address {
         case .v4(let address):
             var raw = address.address.sin_addr
-            return withUnsafeBytes(of: &raw) { Array($0) }
+            return Swift.withUnsafeBytes(of: &raw) { bytes in contains { $0.contains(bytes) } }
         case .v6(let address):
             var raw = address.address.sin6_addr
-            return withUnsafeBytes(of: &raw) { Array($0) }
-        case .unixDomainSocket:
-            return nil
+            return Swift.withUnsafeBytes(of: &raw) { bytes in contains { $0.contains(bytes) } }
+        case .unixDomainSocket, nil:
+            return false
         }
     }
 }

@@ -1,3 +1,4 @@
+import Decoding
 import Glibc
 import Logging
 import NIOConcurrencyHelpers

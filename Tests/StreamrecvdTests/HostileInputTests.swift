@@ -33,7 +33,6 @@ final class HostileHarness {
     let gop: ValidGOP
     let transport: String
     let metricsPort = freePort()
-    private var logOffset = 0
     /// What the attacks must have logged, checked once at the end: repeated warnings of one kind are
     /// rate-limited (one line per 10 s per kind), so a later attack of a kind already logged adds no line.
     private(set) var expectedLog: [(attack: String, text: String)] = []
@@ -66,13 +65,6 @@ final class HostileHarness {
         }
         // libavcodec's complaints come through the daemon's logger (rate-limited), never raw on stderr.
         #expect(!log.contains("[h264 @") && !log.contains("[hevc @"), "raw libavcodec lines in the log", sourceLocation: sourceLocation)
-    }
-
-    /// Log lines written since the last call.
-    func newLog() -> String {
-        let log = Array(daemon.log.utf8)
-        defer { logOffset = log.count }
-        return String(decoding: log[min(logOffset, log.count)...], as: UTF8.self)
     }
 
     /// Sends `bytes` on one connection, half-closes it and waits for the daemon to close its side (so that the
@@ -115,7 +107,6 @@ final class HostileHarness {
         _ label: String, logged: String?, counted: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
         _ attack: () throws -> Void
     ) throws {
-        _ = newLog()
         let published = daemon.status?.counters.framesPublished ?? 0
         let read = { (name: String) -> Double in
             name.hasPrefix("streamrecvd_") ? self.counter(name) : self.counter("streamrecvd_stream_defects_total", kind: name)
