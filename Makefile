@@ -56,7 +56,9 @@ run: deps
 	swift build -c release --product streamrecvctl
 	.build/release/streamrecvd --config $(CONFIG)
 
-## bench: release benchmarks; rewrites docs/benchmarks.md
+## bench: release benchmarks; rewrites docs/benchmarks.md and docs/latency.png
+# Also needed by the benchmarks only: gnuplot (the latency plot) and gst-libav (avdec_h264, the GStreamer anchor).
+bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav
 bench: deps
 	swift build -c release --product BitstreamBenchmark
 	swift build -c release --product streamrecvd

@@ -1,51 +1,114 @@
 #!/usr/bin/env bash
-# Runs the release benchmarks and rewrites docs/benchmarks.md with their tables. Called by `make bench`.
+# Runs every benchmark on release builds and rewrites docs/benchmarks.md (tables, with the commands that made
+# them) and docs/latency.png (the latency distributions). Called by `make bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=.build/bench
 mkdir -p "$work"
-stream="$work/x264-1080p30-20mbps.h264"
-if [ ! -s "$stream" ]; then
+# The consumer side of the latency benchmark (built against the product's shm header) and the per-thread
+# allocation counter, preloaded into an unmodified daemon.
+gcc -O2 -std=c11 -Wall -I Sources/CFrameRing/include scripts/latency-probe.c -o "$work/latency-probe"
+gcc -O2 -Wall -shared -fPIC scripts/malloc-count.c -o "$work/malloc-count.so" -lpthread -ldl
+
+split_stream="$work/x264-1080p30-20mbps.h264"
+if [ ! -s "$split_stream" ]; then
     # Real stream bytes: 10 s of 1080p30 x264 at 20 Mbit/s with B-frames.
     ffmpeg -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 10 -c:v libx264 -preset veryfast \
-        -b:v 20M -bf 2 -f h264 "$stream"
+        -b:v 20M -bf 2 -f h264 "$split_stream"
 fi
-split_table=$(.build/release/BitstreamBenchmark "$stream" 256)
-decode_table=$(scripts/bench-decode.sh)
+stream="$work/x264-1080p30-zerolatency.h264"
+if [ ! -s "$stream" ]; then
+    # 20 s of 1080p30 at 8 Mbit/s, x264 zerolatency: the kind of stream a screen sharer sends.
+    ffmpeg -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 20 -c:v libx264 -preset veryfast \
+        -tune zerolatency -b:v 8M -g 60 -f h264 "$stream"
+fi
+
+echo "latency…" >&2
+latency_tables=$(python3 scripts/bench-latency.py --probe "$work/latency-probe" --plot docs/latency.png)
+echo "throughput…" >&2
+throughput_table=$(python3 scripts/bench-throughput.py --stream "$stream")
+echo "allocations…" >&2
+allocation_table=$(python3 scripts/bench-allocations.py --preload "$work/malloc-count.so" --stream "$stream")
+echo "service…" >&2
+service_tables=$(python3 scripts/bench-service.py --probe "$work/latency-probe")
+echo "splitting…" >&2
+split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+versions="$(ffmpeg -version | head -1 | cut -d' ' -f1-3), $(gst-launch-1.0 --version | sed -n 's/^GStreamer //p' | head -1 | sed 's/^/GStreamer /')"
+
 cat > docs/benchmarks.md <<DOC
 # Benchmarks
 
-Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores, ${cpu}.
-Benchmarks are release builds run side by side with their reference in the same process and run; only
-ratios are meaningful across machines. Tests never assert timings.
+Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores, ${cpu}; ${versions}.
+Release builds, software decoding (no GPU here), every anchor run side by side with streamrecvd in the same run.
+Only ratios carry over to other machines; on this 2-core VM repeated runs vary by about ±10 %. Tests never
+assert timings.
+
+## Latency: last byte written → frame readable to a consumer
+
+\`scripts/bench-latency.py\`: a paced sender (one \`sendall\` per access unit at its frame time, TCP_NODELAY,
+loopback) records when each frame's last byte was written (CLOCK_MONOTONIC); a consumer process records when
+the frame became readable to it, on the same clock. Three receivers take the same stream in turn, each in its
+best low-latency setting, single-threaded decoding:
+
+- streamrecvd: \`threads = 1\`, default idle flush; consumer \`scripts/latency-probe.c shm\` waits on the ring's
+  futex; a frame is readable once its slot's metadata has been read under the seqlock (pixels are read in place).
+- FFmpeg CLI: \`ffmpeg -probesize 32 -analyzeduration 0 -threads 1 -f h264 -framerate FPS -i tcp://…?listen=1
+  -fps_mode passthrough -flush_packets 1 -f rawvideo pipe:\` (\`-fflags nobuffer\` is left out: it stalls and
+  drops frames here); consumer \`latency-probe pipe\` reads whole frames from its stdout.
+- GStreamer: \`gst-launch-1.0 -q tcpserversrc ! h264parse ! avdec_h264 max-threads=1 ! fdsink fd=1 sync=false\`;
+  same pipe consumer.
+
+The first second (decoder start-up) and the last frame (a parser-delimited receiver waits for end of input) are
+left out for every receiver alike. "Decode alone" is \`ffmpeg -benchmark -threads 1 -i FILE -f null -\` user time per
+frame; "streamrecvd decode" is the daemon's own AU-complete → decoded time per frame (from the slots).
+
+${latency_tables}
+
+![Latency distributions](latency.png)
+
+With B-frames every receiver must hold frames back until later ones arrive (presentation order); streamrecvd's
+p50 is that reordering delay plus decoding, the anchors add their parser's frame of delay on top.
+
+## Throughput over TCP into shared memory
+
+\`scripts/bench-throughput.py\`: the stream is sent over TCP on loopback as fast as the receiver takes it; time from
+the first byte sent to the last frame out (streamrecvd: the CLOCK_MONOTONIC publish time of the last frame, read
+from the ring; the anchors: their exit at end of input, decoding to a null sink). \`ffmpeg -threads N -i FILE -f
+null -\` decodes the file itself (no network, no copy). N = 1 is streamrecvd's default (slice threads: no added
+delay); N = 2 frame threads trade a frame of latency per thread for throughput.
+
+${throughput_table}
+
+## Heap allocations per frame
+
+\`scripts/bench-allocations.py\`: the release daemon runs unmodified under \`LD_PRELOAD=malloc-count.so\`
+(\`scripts/malloc-count.c\`), which counts every malloc/calloc/realloc/memalign per thread and per calling library.
+After a warm-up, the counts are read, more access units are sent (paced), every frame awaited, and the counts read
+again. Rows from libswiftCore are allocations of streamrecvd's own code (Swift objects and arrays); libavutil rows
+are libavcodec's internal ones (\`av_malloc\`: reference-counted frame and picture buffers, side data), which any
+libavcodec user pays. The "default-qos" threads are Swift's concurrency pool (status and watchdog tasks, once a
+second, not per frame).
+
+${allocation_table}
+
+Copies of pixel data per frame: one (decoder output → shared-memory slot; for \`output = "auto"\` the chroma is
+interleaved into NV12 on the way).
+
+## Service
+
+\`scripts/bench-service.py\`.
+
+${service_tables}
 
 ## Annex B splitting
 
-\`.build/release/BitstreamBenchmark $stream 256\`: the stream is repeated in memory to at least
-256 MiB, then split by \`AnnexBSplitter\` fed in chunks of 1 MiB, 64 KiB and 1500 bytes (a datagram), each the
-best of 5 runs, against a C \`memchr\`-based start-code scan (memchr for the \`01\` byte, then a look at the two
-bytes before it) over the same buffer. Heap allocations are counted by interposing malloc
-(\`CAllocationCounter\`) around one whole split; the few that remain are the carry buffer growing to the
-largest NAL unit, i.e. none per NAL unit in steady state.
+\`.build/release/BitstreamBenchmark $split_stream 256\`: the stream is repeated in memory to at least 256 MiB,
+then split by \`AnnexBSplitter\` fed in chunks of 1 MiB, 64 KiB and 1500 bytes (a datagram), each the best of 5
+runs, against a C \`memchr\`-based start-code scan (memchr for the \`01\` byte, then a look at the two bytes before
+it) over the same buffer. Heap allocations are counted by interposing malloc (\`CAllocationCounter\`) around one
+whole split.
 
 ${split_table}
-
-## Decoding over TCP into shared memory
-
-\`scripts/bench-decode.sh\` (run by \`make bench\`): a 1080p30 x264 zerolatency stream (20 s, 8 Mbit/s) is sent over
-TCP on loopback as fast as the socket takes it into a release \`streamrecvd\` (software decoding, \`output = "auto"\`:
-NV12 into the ring); the time runs from the first byte sent to the CLOCK_MONOTONIC publish time of the last frame,
-read from the ring. The anchor is \`ffmpeg -threads N -i FILE -f null -\` on the same file in the same run (its
-whole process time). Best of 3 each. Copies of pixel data per frame: one (decoder output → shared-memory slot,
-interleaving chroma for NV12 on the way).
-
-${decode_table}
-
-N = 1 is the default configuration. With N = 2 frame threads the daemon shares the machine's two cores with the
-sender, the network event loop and its per-frame copy, while \`ffmpeg -f null\` spends both on decoding alone.
-On the 2-core development VM, repeated runs of this table varied by about ±10 % (N = 1 gave 0.86 in one run and
-1.04 in another): compare ratios within one run.
 DOC
-echo "wrote docs/benchmarks.md"
-cat docs/benchmarks.md
+echo "wrote docs/benchmarks.md and docs/latency.png"

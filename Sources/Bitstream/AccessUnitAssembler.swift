@@ -56,6 +56,10 @@ public struct AccessUnitAssembler {
 
     private var data: [UInt8] = []
     private var nalUnitTypes: [UInt8] = []
+    /// The buffers of the access unit emitted last: reused for the next one once its consumer has let go of it,
+    /// so a steady stream makes no allocation per access unit.
+    private var spareData: [UInt8] = []
+    private var spareNALUnitTypes: [UInt8] = []
     private var streamOffset: Int64 = 0
     private var sliceCount = 0
     private var randomAccess: RandomAccessKind?
@@ -91,6 +95,46 @@ public struct AccessUnitAssembler {
         switch codec! {
         case .h264: pushH264(unit, emit)
         case .h265: pushH265(unit, emit)
+        }
+    }
+
+    /// The access unit in progress has at least one slice: ending it now would emit a picture.
+    public var hasPictureInProgress: Bool { sliceCount > 0 }
+
+    /// Whether a NAL unit beginning with `prefix` (its first bytes, header included, possibly not all of it)
+    /// starts a new access unit, judged by the same rules as `push` without changing anything: true only when
+    /// the prefix is long enough to tell and a picture is in progress. Lets the caller close the access unit as
+    /// soon as the next one's first bytes arrive, instead of when its first NAL unit is complete.
+    public func startsAccessUnit(_ prefix: ArraySlice<UInt8>) -> Bool {
+        guard sliceCount > 0, let codec, let first = prefix.first else { return false }
+        switch codec {
+        case .h264:
+            let header = H264NALUnitHeader(byte: first)
+            if header.forbiddenZeroBit { return false }
+            switch header.type.rawValue {
+            case H264NALUnitType.sei.rawValue, H264NALUnitType.sps.rawValue, H264NALUnitType.pps.rawValue,
+                 H264NALUnitType.accessUnitDelimiter.rawValue, 14...18:
+                return true
+            case H264NALUnitType.slice.rawValue, H264NALUnitType.dataPartitionA.rawValue, H264NALUnitType.idrSlice.rawValue:
+                guard let last = lastH264Slice else { return false }
+                let store = self.store
+                // A prefix too short for the whole slice header throws (truncated): not yet known.
+                guard let slice = try? H264SliceHeader(
+                    header: header, payload: prefix.dropFirst(),
+                    pps: { store.h264PPS[$0]?.value }, sps: { store.h264SPS[$0]?.value }) else { return false }
+                return slice.startsNewPicture(after: last)
+            default:
+                return false
+            }
+        case .h265:
+            guard prefix.count >= 3 else { return false }
+            let header = H265NALUnitHeader(firstByte: first, secondByte: prefix[prefix.startIndex + 1])
+            if header.forbiddenZeroBit || header.temporalIdPlus1 == 0 || header.layerId > 0 { return false }
+            switch header.type.rawValue {
+            case 32...35, 39, 41...44, 48...55: return true
+            case 0...31: return prefix[prefix.startIndex + 2] & 0x80 != 0  // first_slice_segment_in_pic_flag
+            default: return false
+            }
         }
     }
 
@@ -295,6 +339,8 @@ public struct AccessUnitAssembler {
                 sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
                 parameterSets: parameterSets, displayOrientation: displayOrientation, end: end)))
         }
+        swap(&data, &spareData)
+        swap(&nalUnitTypes, &spareNALUnitTypes)
         data.removeAll(keepingCapacity: true)
         nalUnitTypes.removeAll(keepingCapacity: true)
         sliceCount = 0

@@ -2,8 +2,8 @@
 public struct NALUnit: Sendable, Equatable {
     /// Header and payload, still escaped; the start code and any trailing zero bytes are removed.
     /// Ownership: a copy-on-write view of either the caller's input chunk (when the unit lay wholly inside one
-    /// chunk) or the splitter's carry buffer. It stays valid as long as it is held; holding a view of the carry
-    /// buffer past the `emit` callback makes the splitter's next append reallocate that buffer.
+    /// chunk) or the splitter's carry buffer. It stays valid as long as it is held; a view of the carry buffer
+    /// still held when the splitter next emits from it makes the splitter allocate a new buffer.
     public var bytes: ArraySlice<UInt8>
     /// Stream offset of the start code, counting the `zero_byte` when one precedes `00 00 01`.
     public var startCodeOffset: Int64
@@ -47,6 +47,8 @@ public struct AnnexBSplitter {
     public private(set) var statistics = Statistics()
     private var state = State.seekingStartCode
     private var carry: [UInt8] = []
+    /// The carry buffer of the unit emitted from it last (see `recycleCarry`).
+    private var spareCarry: [UInt8] = []
     private var unitStartCodeOffset: Int64 = 0
     private var unitStartCodeLength = 0
     /// Stream offset of the next chunk's first byte.
@@ -72,6 +74,21 @@ public struct AnnexBSplitter {
         append(chunk[...], emit)
     }
 
+    /// The first byte (NAL unit header) of the unit in progress when its bytes so far could be the whole unit:
+    /// nil when no unit is in progress or the input so far ends in a zero byte (a NAL unit never does; the zeros
+    /// may be the next start code or `cabac_zero_words` under way). What an idle flush looks at.
+    public var completeLookingUnitHeader: UInt8? {
+        guard state == .inNALUnit, trailingZeros == 0, let first = carry.first else { return nil }
+        return first
+    }
+
+    /// The bytes so far of the unit in progress (header first, still escaped); nil when none is in progress.
+    /// A view of the carry buffer: look, then let go before the next `append`.
+    public var unitInProgress: ArraySlice<UInt8>? {
+        guard state == .inNALUnit, !carry.isEmpty else { return nil }
+        return carry[...]
+    }
+
     /// Ends the unit in progress: at end of input, or when the transport went idle after a complete-looking unit.
     /// If the next bytes turn out to continue that unit, they are discarded up to the next start code and
     /// `continuationsAfterFlush` counts it.
@@ -79,7 +96,7 @@ public struct AnnexBSplitter {
         if state == .inNALUnit {
             let end = carry.withUnsafeBytes { Self.endOfUnit($0, before: $0.count, from: 0) }
             emitUnit(carry[0..<end], emit)
-            carry.removeAll(keepingCapacity: true)
+            recycleCarry()
             flushedSinceLastStartCode = true
         }
         state = .seekingStartCode
@@ -145,7 +162,7 @@ public struct AnnexBSplitter {
                 carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[position..<endInChunk]))
                 let end = carry.withUnsafeBytes { Self.endOfUnit($0, before: $0.count, from: 0) }
                 emitUnit(carry[0..<end], emit)
-                carry.removeAll(keepingCapacity: true)
+                recycleCarry()
             }
         case .discardingOversized:
             statistics.discardedBytes += Int64(endInChunk - position)
@@ -158,6 +175,13 @@ public struct AnnexBSplitter {
         unitStartCodeLength = length
         flushedSinceLastStartCode = false
         position = one + 1
+    }
+
+    /// After a unit was emitted from the carry buffer: continue in the buffer emitted the time before, which
+    /// its consumer has let go of by now (so no allocation), and keep this one aside for next time.
+    private mutating func recycleCarry() {
+        swap(&carry, &spareCarry)
+        carry.removeAll(keepingCapacity: true)
     }
 
     private mutating func emitUnit(_ bytes: ArraySlice<UInt8>, _ emit: (NALUnit) -> Void) {
@@ -193,5 +217,15 @@ public struct AnnexBSplitter {
         var end = before
         while end > from && raw[end - 1] == 0 { end -= 1 }
         return end
+    }
+}
+
+extension AnnexBSplitter {
+    /// The bytes begin with a 3- or 4-byte start code.
+    public static func startsWithStartCode(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        var zeros = 0
+        while index < bytes.endIndex, bytes[index] == 0, zeros < 3 { zeros += 1; index += 1 }
+        return zeros >= 2 && index < bytes.endIndex && bytes[index] == 1
     }
 }

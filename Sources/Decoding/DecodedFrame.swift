@@ -117,23 +117,32 @@ public struct DecodedFrame {
 /// The slot memory belongs to the ring, not to FFmpeg: nothing to free.
 private let keepBuffer: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?) -> Void = { _, _ in }
 
-/// The planes of an AVFrame, read from its `data`/`linesize` tuples.
+/// The planes of an AVFrame, read from its `data`/`linesize` tuples (into fixed storage: no allocation per frame).
 struct SourcePlanes {
-    var pointers: [UnsafePointer<UInt8>?] = []
-    var strides: [Int] = []
+    /// Four values, one per plane.
+    struct PerPlane<Value> {
+        fileprivate var values: (Value, Value, Value, Value)
 
-    init(_ frame: UnsafeMutablePointer<AVFrame>) {
-        withUnsafeBytes(of: frame.pointee.data) { data in
-            withUnsafeBytes(of: frame.pointee.linesize) { linesize in
-                for index in 0..<4 {
-                    let pointer = data.load(
-                        fromByteOffset: index * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                        as: UnsafeMutablePointer<UInt8>?.self)
-                    pointers.append(pointer.map { UnsafePointer($0) })
-                    strides.append(Int(linesize.load(fromByteOffset: index * 4, as: Int32.self)))
-                }
+        subscript(index: Int) -> Value {
+            switch index {
+            case 0: values.0
+            case 1: values.1
+            case 2: values.2
+            case 3: values.3
+            default: preconditionFailure("plane \(index) of 4")
             }
         }
+    }
+
+    let pointers: PerPlane<UnsafePointer<UInt8>?>
+    let strides: PerPlane<Int>
+
+    init(_ frame: UnsafeMutablePointer<AVFrame>) {
+        let data = frame.pointee.data
+        let linesize = frame.pointee.linesize
+        pointers = PerPlane(values: (data.0.map { UnsafePointer($0) }, data.1.map { UnsafePointer($0) },
+                                     data.2.map { UnsafePointer($0) }, data.3.map { UnsafePointer($0) }))
+        strides = PerPlane(values: (Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)))
     }
 }
 

@@ -1,4 +1,5 @@
 import Bitstream
+import Glibc
 
 /// One access unit for `StreamDecoder`, with what its policy needs to know.
 public struct DecoderInput {
@@ -37,7 +38,8 @@ public struct DecoderInput {
 /// What the decoder policy did; the pipeline logs each (one line per state change) and counts them.
 public enum StreamDecoderEvent: Sendable, Equatable {
     case pathSelected(String)
-    case created(recreation: Bool, hardware: String?, lowDelay: Bool, threading: String)
+    /// `nanoseconds`: opening the new decoder and closing the old one (extradata parsed, threads started).
+    case created(recreation: Bool, hardware: String?, lowDelay: Bool, threading: String, nanoseconds: UInt64)
     case creationFailed(DecoderError, attempt: Int)
     case decodeFailed(DecoderError, consecutive: Int)
     /// Too many consecutive failures: the decoder was torn down; decoding resumes at the next random-access point.
@@ -170,6 +172,7 @@ public final class StreamDecoder {
             report(.pathSelected(selection!.summary))
         }
         let device = softwareOnly ? nil : selection?.device
+        let started = Self.monotonicNanoseconds()
         for attempt in 1...Self.maximumCreationAttempts {
             do {
                 decoder = try VideoDecoder(
@@ -184,7 +187,7 @@ public final class StreamDecoder {
                 if recreation { statistics.recreations += 1 }
                 state = .decoding
                 report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay,
-                               threading: decoder!.activeThreading))
+                               threading: decoder!.activeThreading, nanoseconds: Self.monotonicNanoseconds() - started))
                 return true
             } catch {
                 statistics.creationFailures += 1
@@ -195,6 +198,12 @@ public final class StreamDecoder {
         openedWith = nil
         state = .degraded
         return false
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     // MARK: - Feeding
@@ -287,8 +296,20 @@ public final class StreamDecoder {
         for input in replay { feed(input, output: output) }
     }
 
-    /// Keeps the access units since the last random-access point, up to `maximumGOPBytes`.
+    /// A hardware decoder may still fail before its first frame and the GOP be fed again in software.
+    private var mayFallBack: Bool {
+        !softwareOnly && configuration.hardware != .none && (selection == nil || selection?.device != nil)
+    }
+
+    /// Keeps the access units since the last random-access point, up to `maximumGOPBytes`, while a fallback may
+    /// need them (on the software path nothing is kept: the assembler can then reuse its buffers).
     private func remember(_ input: DecoderInput) {
+        guard mayFallBack else {
+            if !gop.isEmpty { gop.removeAll() }
+            gopBytes = 0
+            gopComplete = false
+            return
+        }
         if input.isRandomAccess {
             gop.removeAll(keepingCapacity: true)
             gopBytes = 0

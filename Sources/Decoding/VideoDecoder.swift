@@ -57,6 +57,9 @@ public final class VideoDecoder {
     public let lowDelay: Bool
     private var context: UnsafeMutablePointer<AVCodecContext>?
     private var packet: UnsafeMutablePointer<AVPacket>?
+    /// The access unit's bytes, padded as libavcodec requires: one buffer reused for every packet while nobody
+    /// else holds it (`av_buffer_is_writable`), so sending makes no allocation of ours.
+    private var packetBuffer: UnsafeMutablePointer<AVBufferRef>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private var transfer: UnsafeMutablePointer<AVFrame>?
 
@@ -124,6 +127,7 @@ public final class VideoDecoder {
     deinit {
         avcodec_free_context(&context)
         av_packet_free(&packet)
+        av_buffer_unref(&packetBuffer)
         av_frame_free(&frame)
         av_frame_free(&transfer)
     }
@@ -131,15 +135,30 @@ public final class VideoDecoder {
     /// Sends one whole access unit (Annex B). `pts` comes back on the frames it produces.
     public func send(_ accessUnit: UnsafeRawBufferPointer, pts: Int64) -> SendOutcome {
         guard let packet, let context else { return .failed(.sendFailed("decoder closed")) }
-        av_packet_unref(packet)
-        let allocated = av_new_packet(packet, Int32(accessUnit.count))
-        guard allocated >= 0 else { return .failed(.allocationFailed(ffmpegErrorText(allocated))) }
-        if let base = accessUnit.baseAddress, accessUnit.count > 0 {
-            packet.pointee.data.update(from: base.assumingMemoryBound(to: UInt8.self), count: accessUnit.count)
+        let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
+        if packetBuffer.map({ Int($0.pointee.size) < accessUnit.count + padding || av_buffer_is_writable($0) == 0 }) ?? true {
+            // Too small, or the decoder still holds the last packet (frame threads): a new one, with room to grow.
+            let capacity = max(accessUnit.count + padding, Int(packetBuffer?.pointee.size ?? 0), 64 << 10)
+            av_buffer_unref(&packetBuffer)
+            packetBuffer = av_buffer_alloc(capacity)
+            guard packetBuffer != nil else { return .failed(.allocationFailed("packet buffer of \(capacity) bytes")) }
         }
+        let data = packetBuffer!.pointee.data!
+        if let base = accessUnit.baseAddress, accessUnit.count > 0 {
+            data.update(from: base.assumingMemoryBound(to: UInt8.self), count: accessUnit.count)
+        }
+        (data + accessUnit.count).initialize(repeating: 0, count: padding)
+        av_packet_unref(packet)
+        // Lent to the packet for the call: libavcodec takes its own reference if it keeps the bytes.
+        packet.pointee.buf = packetBuffer
+        packet.pointee.data = data
+        packet.pointee.size = Int32(accessUnit.count)
         packet.pointee.pts = pts
         packet.pointee.dts = pts
-        return outcome(ofSend: avcodec_send_packet(context, packet))
+        let result = avcodec_send_packet(context, packet)
+        packet.pointee.buf = nil
+        av_packet_unref(packet)
+        return outcome(ofSend: result)
     }
 
     /// Tells the decoder the input ended: later `receive` calls return the frames it held back, then

@@ -20,7 +20,7 @@ public enum ConfigurationLoader {
     static let daemonKeys: Set<String> = ["log_level", "metrics"]
     static let streamKeys: Set<String> = [
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
-        "shm_group", "second_sender", "idle_timeout", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
+        "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate",
     ]
@@ -198,6 +198,18 @@ public enum ConfigurationLoader {
                 throw error("idle_timeout", "idle_timeout must be a number of seconds in 0...86400 (0 disables)")
             }
             stream.idleTimeout = seconds
+        }
+        if let value = entry["idle_flush"] {
+            guard let text = value.string, text == "adaptive" || text == "off" else {
+                throw error("idle_flush", "idle_flush must be \"adaptive\" or \"off\"")
+            }
+            stream.idleFlush = text == "adaptive"
+        }
+        if let value = entry["idle_flush_minimum_ms"] {
+            guard let milliseconds = value.double ?? value.int.map(Double.init), milliseconds >= 0.05, milliseconds <= 50 else {
+                throw error("idle_flush_minimum_ms", "idle_flush_minimum_ms must be a number of milliseconds in 0.05...50")
+            }
+            stream.idleFlushMinimum = milliseconds / 1000
         }
         return stream
     }

@@ -72,8 +72,7 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var buffer = unwrapInboundIn(data)
-        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+        let bytes = worker.bytePool.copy(unwrapInboundIn(data))
         guard !worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id) else { return }
         // The decode thread is behind: stop reading; TCP flow control holds the sender back until it catches up.
         let channel = context.channel
@@ -147,7 +146,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var envelope = unwrapInboundIn(data)
+        let envelope = unwrapInboundIn(data)
         let source = envelope.remoteAddress
         guard configuration.allow.allows(source) else {
             disallowed += 1
@@ -186,7 +185,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             return
         }
-        let bytes = envelope.data.readBytes(length: envelope.data.readableBytes) ?? []
+        let bytes = worker.bytePool.copy(envelope.data)
         _ = worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: active!.id)
     }
 

@@ -88,6 +88,11 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var rtcpMux = false
     /// Sources allowed to send (TCP connections, datagrams); empty allows all.
     public var allow: [AddressRange] = []
+    /// tcp:// and udp://: close an access unit when the transport goes quiet after a complete-looking NAL unit
+    /// (`IdleFlushPolicy`), instead of waiting for the next frame's first bytes.
+    public var idleFlush = true
+    /// The shortest quiet interval that closes an access unit, in seconds (the adaptive interval never goes below).
+    public var idleFlushMinimum = 0.0003
     /// TCP connections accepted per second at most (bursts up to this many); the rest are closed at once.
     public var maxConnectionsPerSecond = 20
 

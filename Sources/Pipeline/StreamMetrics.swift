@@ -44,19 +44,26 @@ final class StreamMetrics: Sendable {
     let discardedBytes: Counter
     /// The shm object re-created because another process truncated or removed it.
     let ringRecreations: Counter
+    /// Access units closed because the transport went quiet after a complete-looking NAL unit.
+    let idleFlushes: Counter
     /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
     private let defects: [String: Counter]
-    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit"]
+    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit", "premature_idle_flush"]
     private let dropped: [DropReason: Counter]
     private let refused: [RefusalReason: Counter]
     let hardware: Gauge
     let width: Gauge
     let height: Gauge
     let framesPerSecond: Gauge
+    /// The adaptive idle-flush interval now (`IdleFlushPolicy`).
+    let idleFlushInterval: Gauge
     /// Access unit complete → frame published (decode time plus any reordering delay).
     let publishLatency: CoreMetrics.Timer
+    /// Opening a decoder (and closing the one it replaces) at start and at each parameter-set change.
+    let decoderCreation: CoreMetrics.Timer
 
     static let latencyLabel = "streamrecvd_publish_latency_seconds"
+    static let creationLabel = "streamrecvd_decoder_creation_seconds"
 
     init(stream: String, factory: any MetricsFactory = NOOPMetricsHandler.instance) {
         let labels = [("stream", stream)]
@@ -77,6 +84,7 @@ final class StreamMetrics: Sendable {
         keyframeRequests = counter("keyframe_requests_total")
         discardedBytes = counter("discarded_bytes_total")
         ringRecreations = counter("ring_recreations_total")
+        idleFlushes = counter("idle_flushes_total")
         defects = Dictionary(uniqueKeysWithValues: (AssemblerProblem.Kind.allCases.map(\.rawValue) + Self.splitterDefects).map {
             ($0, counter("stream_defects_total", [("kind", $0)]))
         })
@@ -90,7 +98,9 @@ final class StreamMetrics: Sendable {
         width = gauge("frame_width")
         height = gauge("frame_height")
         framesPerSecond = gauge("frames_per_second")
+        idleFlushInterval = gauge("idle_flush_interval_seconds")
         publishLatency = CoreMetrics.Timer(label: Self.latencyLabel, dimensions: labels, factory: factory)
+        decoderCreation = CoreMetrics.Timer(label: Self.creationLabel, dimensions: labels, factory: factory)
     }
 
     func dropped(_ reason: DropReason) { dropped[reason]?.increment() }
@@ -102,11 +112,13 @@ final class StreamMetrics: Sendable {
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
-                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations]
+                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
+                        idleFlushes]
             + Array(dropped.values) + Array(refused.values) + Array(defects.values) {
             counter.destroy()
         }
-        for gauge in [hardware, width, height, framesPerSecond] { gauge.destroy() }
+        for gauge in [hardware, width, height, framesPerSecond, idleFlushInterval] { gauge.destroy() }
         publishLatency.destroy()
+        decoderCreation.destroy()
     }
 }

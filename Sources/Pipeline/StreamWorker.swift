@@ -49,6 +49,15 @@ final class StreamWorker: @unchecked Sendable {
 
     let configuration: StreamConfiguration
     private let queue = WorkQueue<Work>()
+    /// Arrays for received bytes, recycled between the event loop and this thread.
+    let bytePool = ByteArrayPool()
+    /// Reused for every chunk, NAL unit and access unit: nothing here allocates per frame in steady state.
+    private var nalUnitScratch: [NALUnit] = []
+    private var eventScratch: [AssemblerEvent] = []
+    private var rtpEventScratch: [RTPDepacketizerEvent] = []
+    /// The layout of the last frame published (it owns an array: rebuilt only when the format changes).
+    private var lastLayout: FrameLayout?
+    private var lastPublishedSize = (width: 0, height: 0)
     /// Bytes queued for this thread above which the listener stops reading from the socket.
     let backlogHighWater: Int
     /// Called (on this thread) once a paused listener may read again.
@@ -89,6 +98,13 @@ final class StreamWorker: @unchecked Sendable {
     private var nextPTS: Int64 = 0
     private var orientation: DisplayOrientation?
     private var discontinuity = true
+    /// tcp:// and udp://: when to close an access unit on a quiet transport; nil when idle_flush = "off" or rtp://.
+    private var idleFlush: IdleFlushPolicy?
+    /// Arrival time of the newest bytes.
+    private var lastArrival: UInt64 = 0
+    /// Set by an idle flush until the next bytes show whether it was right: when the bytes before it arrived,
+    /// and the pts given to the access unit it closed.
+    private var idleFlushed: (after: UInt64, pts: Int64?)?
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
@@ -159,10 +175,20 @@ final class StreamWorker: @unchecked Sendable {
     }
 
     private func run() {
+        // Named for top -H and perf (15 characters at most); pthread_setname_np is not visible from Swift here.
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+        if descriptor >= 0 {
+            _ = String("decode-\(configuration.name)".prefix(15)).withCString { write(descriptor, $0, strlen($0)) }
+            close(descriptor)
+        }
         loop: while true {
             snapshot.withLockedValue { $0.busySince = nil }
-            let (work, remaining) = queue.pop()
+            let next = queue.pop(deadline: idleFlushDeadline())
             snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
+            guard let (work, remaining) = next else {
+                flushIdleTransport()
+                continue
+            }
             if remaining < backlogHighWater / 2 { takeResume()?() }
             switch work {
             case .listening:
@@ -170,11 +196,11 @@ final class StreamWorker: @unchecked Sendable {
             case .connected(let id, let remote):
                 begin(id, remote: remote)
             case .bytes(let bytes, let time, let id):
-                guard id == connection else { continue }
-                receive(bytes, at: time)
+                if id == connection { receive(bytes, at: time) }
+                bytePool.recycle(bytes)
             case .rtp(let bytes, let time, let id):
-                guard id == connection else { continue }
-                receivePacket(bytes, at: time)
+                if id == connection { receivePacket(bytes, at: time) }
+                bytePool.recycle(bytes)
             case .disconnected(let id, let reason):
                 guard id == connection else { continue }
                 end(reason: reason)
@@ -222,6 +248,11 @@ final class StreamWorker: @unchecked Sendable {
         }
         lostSinceKeyframe = false
         lastMediaTimestamp = nil
+        // Per connection: a new sender may come over a different path.
+        if configuration.idleFlush && configuration.listen.transport != .rtp {
+            idleFlush = IdleFlushPolicy(minimum: UInt64(configuration.idleFlushMinimum * 1e9))
+        }
+        idleFlushed = nil
         writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
         discontinuity = true
         writer.count(\.connections)
@@ -234,12 +265,9 @@ final class StreamWorker: @unchecked Sendable {
         var held: [RTPPacket] = []
         reorder?.flush { held.append($0) }
         for packet in held { depacketize(packet, at: MonotonicClock.nanoseconds()) }
-        var units: [NALUnit] = []
-        splitter.flush { units.append($0) }
-        process(units)
-        var events: [AssemblerEvent] = []
-        assembler.endAccessUnit { events.append($0) }
-        for event in events { handle(event) }
+        splitter.flush { nalUnitScratch.append($0) }
+        processCollectedUnits()
+        endAccessUnit()
         decoder.drain { publish($0) }
         pending.removeAll()
         metrics.framesPerSecond.record(0)
@@ -259,14 +287,16 @@ final class StreamWorker: @unchecked Sendable {
     // MARK: - Bytes to access units
 
     private func receive(_ bytes: [UInt8], at time: UInt64) {
+        let pendingUnit = splitter.completeLookingUnitHeader
+        let previousArrival = lastArrival
+        lastArrival = time
         arrivals.append((splitter.statistics.bytesIn, time, nil))
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(bytes.count)
         writer.count(\.bytesReceived, UInt64(bytes.count))
         metrics.bytesReceived.increment(by: Int64(bytes.count))
-        var units: [NALUnit] = []
         let before = splitter.statistics
-        splitter.append(bytes) { units.append($0) }
+        splitter.append(bytes) { nalUnitScratch.append($0) }
         let after = splitter.statistics
         metrics.discardedBytes.increment(by: after.discardedBytes - before.discardedBytes)
         if after.oversizedNALUnits > before.oversizedNALUnits {
@@ -274,14 +304,79 @@ final class StreamWorker: @unchecked Sendable {
             warnings.log(.warning, key: "oversized-nal", now: time,
                          "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
         }
-        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits {
+        let continuations = after.continuationsAfterFlush - before.continuationsAfterFlush
+        if let flushed = idleFlushed, bytes.contains(where: { $0 != 0 }) {
+            idleFlushed = nil
+            if continuations > 0 {
+                prematureIdleFlush(gap: time &- flushed.after, pts: flushed.pts, now: time)
+            } else {
+                idleFlush?.flushWasRight()
+            }
+        } else if pendingUnit != nil, !AnnexBSplitter.startsWithStartCode(bytes[...]), time > previousArrival {
+            // The bytes went on with a unit that looked complete: a gap inside a NAL unit the interval must cover.
+            idleFlush?.continued(afterGap: time - previousArrival)
+        }
+        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits
+            && continuations == 0 {
             warnings.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
         }
         if after.emptyNALUnits > before.emptyNALUnits {
             metrics.defect("empty_nal_unit", count: after.emptyNALUnits - before.emptyNALUnits)
             warnings.log(.warning, key: "empty-nal", now: time, "start codes with no NAL unit between them skipped (\(after.emptyNALUnits) so far)")
         }
-        process(units)
+        processCollectedUnits()
+        // The next access unit's first bytes are in: close the one in progress now, not once that NAL unit is whole.
+        if let prefix = splitter.unitInProgress, assembler.startsAccessUnit(prefix) { endAccessUnit() }
+    }
+
+    // MARK: - Idle flush
+
+    /// When to close the access unit in progress if no bytes come: after a complete-looking unit that can end a
+    /// picture, the policy's interval after the last bytes arrived (and never at once: the event loop may hold
+    /// bytes it has not handed over yet). Nil: wait for work without a deadline.
+    private func idleFlushDeadline() -> UInt64? {
+        guard let policy = idleFlush, connection != nil, let header = splitter.completeLookingUnitHeader,
+              let codec = assembler.codec else { return nil }
+        let endsPicture: Bool
+        switch codec {
+        case .h264:
+            let type = header & 0x1f
+            endsPicture = (1...5).contains(type) || (assembler.hasPictureInProgress && type == 12)  // slice; filler
+        case .h265:
+            let type = (header >> 1) & 0x3f
+            endsPicture = type < 32 || (assembler.hasPictureInProgress && (type == 38 || type == 40))  // VCL; FD, suffix SEI
+        }
+        guard endsPicture else { return nil }
+        return max(lastArrival + policy.interval, MonotonicClock.nanoseconds() + policy.minimum / 4)
+    }
+
+    /// The transport went quiet after a complete-looking NAL unit: hand it and its access unit on now.
+    private func flushIdleTransport() {
+        splitter.flush { nalUnitScratch.append($0) }
+        processCollectedUnits()
+        let firstPTS = nextPTS
+        endAccessUnit()
+        idleFlushed = (lastArrival, nextPTS > firstPTS ? firstPTS : nil)
+        metrics.idleFlushes.increment()
+    }
+
+    private func recordIdleFlushInterval() {
+        if let interval = idleFlush?.interval { metrics.idleFlushInterval.record(Double(interval) / 1e9) }
+    }
+
+    /// Bytes after an idle flush continued the unit it closed (or a slice continued its picture): the sender
+    /// paused inside a frame for `gap`. The interval backs off; the frame is damaged, and so are those that
+    /// refer to it until the next keyframe.
+    private func prematureIdleFlush(gap: UInt64, pts: Int64?, now: UInt64) {
+        idleFlush?.flushWasPremature(gap: gap)
+        recordIdleFlushInterval()
+        metrics.defect("premature_idle_flush")
+        lostSinceKeyframe = true
+        discontinuity = true
+        if let pts, pending[pts] != nil { pending[pts]!.afterLoss = true }
+        let interval = Double(idleFlush?.interval ?? 0) / 1e6
+        warnings.log(.warning, key: "premature-flush", now: now,
+                     "the sender paused \(String(format: "%.1f", Double(gap) / 1e6)) ms inside a NAL unit after an idle flush: frames flagged corrupt until the next keyframe; idle interval now \(String(format: "%.2f", interval)) ms")
     }
 
     /// One RTP packet: depacketized into NAL units; the marker bit ends the access unit at once.
@@ -316,16 +411,14 @@ final class StreamWorker: @unchecked Sendable {
         // Recorded in sequence order, at the depacketizer's offset: an access unit's first byte names its packet.
         arrivals.append((depacketizer?.offset ?? 0, time, unwrap(packet.timestamp)))
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
-        var events: [RTPDepacketizerEvent] = []
-        depacketizer?.push(packet) { events.append($0) }
-        for event in events {
-            switch event {
+        depacketizer?.push(packet) { rtpEventScratch.append($0) }
+        defer { rtpEventScratch.removeAll(keepingCapacity: true) }
+        for index in rtpEventScratch.indices {
+            switch rtpEventScratch[index] {
             case .nalUnit(let unit, _):
-                process([unit])
+                push(unit)
             case .endOfAccessUnit:
-                var assembled: [AssemblerEvent] = []
-                assembler.endAccessUnit { assembled.append($0) }
-                for event in assembled { handle(event) }
+                endAccessUnit()
             case .packetsLost(let count):
                 metrics.rtpPacketsLost.increment(by: Int64(count))
                 discontinuity = true
@@ -360,12 +453,28 @@ final class StreamWorker: @unchecked Sendable {
                      "asked the sender for a keyframe (RTCP \(configuration.keyframeRequest.rawValue.uppercased()))")
     }
 
-    private func process(_ units: [NALUnit]) {
-        for unit in units {
-            var events: [AssemblerEvent] = []
-            assembler.push(unit) { events.append($0) }
-            for event in events { handle(event) }
-        }
+    /// The NAL units the splitter put in `nalUnitScratch`, to the assembler; the scratch array is emptied (its
+    /// views of the splitter's carry buffer must be gone before the next append).
+    private func processCollectedUnits() {
+        for index in nalUnitScratch.indices { push(nalUnitScratch[index]) }
+        nalUnitScratch.removeAll(keepingCapacity: true)
+    }
+
+    private func push(_ unit: NALUnit) {
+        assembler.push(unit) { eventScratch.append($0) }
+        handleCollectedEvents()
+    }
+
+    /// Closes the access unit in progress (transport idle, RTP marker, next unit's first bytes, end of input).
+    private func endAccessUnit() {
+        assembler.endAccessUnit { eventScratch.append($0) }
+        handleCollectedEvents()
+    }
+
+    private func handleCollectedEvents() {
+        for index in eventScratch.indices { handle(eventScratch[index]) }
+        // Emptied only now: the access units in it are decoded, so the assembler gets its buffers back.
+        eventScratch.removeAll(keepingCapacity: true)
     }
 
     /// The chunk or packet that carried byte `offset` of the stream.
@@ -383,6 +492,11 @@ final class StreamWorker: @unchecked Sendable {
         case .parameterSet(let set):
             describe(set)
         case .problem(let problem):
+            if problem.kind == .prematureEnd, idleFlush != nil {
+                // A slice went on with the picture an idle flush had closed (the pause fell between slices).
+                let gap = 2 * (idleFlush?.interval ?? 0)
+                prematureIdleFlush(gap: gap, pts: nil, now: MonotonicClock.nanoseconds())
+            }
             metrics.defect(problem.kind.rawValue)
             warnings.log(.warning, key: "problem-\(problem.kind.rawValue)", now: MonotonicClock.nanoseconds(),
                          "stream defect: \(problem)")
@@ -411,6 +525,7 @@ final class StreamWorker: @unchecked Sendable {
 
     private func decode(_ unit: AccessUnit) {
         let now = MonotonicClock.nanoseconds()
+        idleFlush?.accessUnitCompleted()
         writer.count(\.accessUnits)
         metrics.accessUnits.increment()
         if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
@@ -490,7 +605,10 @@ final class StreamWorker: @unchecked Sendable {
             drop(.ringUnavailable)
             return
         }
-        let layout = FrameLayout(format: format, width: frame.width, height: frame.height)
+        if lastLayout.map({ $0.format != format || $0.width != frame.width || $0.height != frame.height }) ?? true {
+            lastLayout = FrameLayout(format: format, width: frame.width, height: frame.height)
+        }
+        let layout = lastLayout!
         var failure: DecoderError?
         let outcome = writer.publish(layout: layout, metadata: metadata) { destination, layout in
             do throws(DecoderError) { try frame.write(into: destination, layout: layout) } catch { failure = error }
@@ -501,9 +619,11 @@ final class StreamWorker: @unchecked Sendable {
         switch outcome {
         case .published:
             discontinuity = false
+            let sizeChanged = layout.width != lastPublishedSize.width || layout.height != lastPublishedSize.height
+            lastPublishedSize = (layout.width, layout.height)
             snapshot.withLockedValue {
                 $0.framesPublished += 1
-                $0.size = "\(frame.width)x\(frame.height)"
+                if sizeChanged { $0.size = "\(frame.width)x\(frame.height)" }
             }
             countPublished(frame, flags: flags, completedAt: meta?.timeComplete)
         case .refused(let needed, let capacity):
@@ -530,6 +650,7 @@ final class StreamWorker: @unchecked Sendable {
             if fpsWindowStart != 0 {
                 metrics.framesPerSecond.record(Double(fpsWindowFrames) * 1e9 / Double(now - fpsWindowStart))
             }
+            recordIdleFlushInterval()
             fpsWindowStart = now
             fpsWindowFrames = 0
         }
@@ -570,7 +691,8 @@ final class StreamWorker: @unchecked Sendable {
         switch event {
         case .pathSelected(let summary):
             logger.notice("\(summary)")
-        case .created(let recreation, let hardware, let lowDelay, let threading):
+        case .created(let recreation, let hardware, let lowDelay, let threading, let nanoseconds):
+            metrics.decoderCreation.recordNanoseconds(Int64(nanoseconds))
             if recreation {
                 writer.count(\.decoderRecreations)
                 metrics.decoderRecreations.increment()
@@ -579,6 +701,7 @@ final class StreamWorker: @unchecked Sendable {
             snapshot.withLockedValue { $0.path = hardware ?? "software" }
             logger.info(recreation ? "decoder recreated for new parameter sets" : "decoder created", metadata: [
                 "path": "\(hardware ?? "software")", "low_delay": "\(lowDelay)", "threads": "\(threading)",
+                "creation_ms": "\(String(format: "%.2f", Double(nanoseconds) / 1e6))",
             ])
             discontinuity = discontinuity || recreation
         case .creationFailed(let error, let attempt):

@@ -1,4 +1,5 @@
 import Foundation
+import SharedFrames
 
 /// A blocking FIFO between the network event loop (producer) and a stream's decode thread (consumer).
 /// It counts the bytes waiting in it: the listener stops reading from its socket above a high-water mark
@@ -6,7 +7,8 @@ import Foundation
 /// makes memory grow without bound.
 final class WorkQueue<Item>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var items: [(item: Item, bytes: Int)] = []
+    /// Taken items are set to nil at once: a byte array left here would stay referenced and could not be reused.
+    private var items: [(item: Item?, bytes: Int)] = []
     private var head = 0
     private var queuedBytes = 0
 
@@ -30,16 +32,32 @@ final class WorkQueue<Item>: @unchecked Sendable {
 
     /// Waits for the next item; returns it with the bytes still waiting after it.
     func pop() -> (item: Item, remainingBytes: Int) {
+        pop(deadline: nil)!
+    }
+
+    /// Waits for the next item until `deadline` (CLOCK_MONOTONIC nanoseconds; nil waits for ever); nil when the
+    /// deadline passed with the queue still empty.
+    func pop(deadline: UInt64?) -> (item: Item, remainingBytes: Int)? {
         condition.lock()
         defer { condition.unlock() }
-        while head == items.count { condition.wait() }
+        while head == items.count {
+            guard let deadline else {
+                condition.wait()
+                continue
+            }
+            let now = MonotonicClock.nanoseconds()
+            if now >= deadline { return nil }
+            // NSCondition only takes wall-clock dates: the remaining monotonic time, from now.
+            _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9))
+        }
         let entry = items[head]
+        items[head].item = nil
         head += 1
         queuedBytes -= entry.bytes
         if head > 1024 && head * 2 > items.count {
             items.removeFirst(head)
             head = 0
         }
-        return (entry.item, queuedBytes)
+        return (entry.item!, queuedBytes)
     }
 }

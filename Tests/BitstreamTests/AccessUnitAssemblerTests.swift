@@ -295,3 +295,50 @@ struct AssemblerHarness {
         #expect(SEIMessages(codec: .h264, payload: runaway.dropFirst()).malformed)
     }
 }
+
+/// `startsAccessUnit` judges a NAL unit from its first bytes by the rules `push` applies to the whole unit:
+/// whenever it says yes, pushing the whole unit closes an access unit; on whole units the two always agree.
+@Suite struct EarlyAccessUnitStartTests {
+    private func check(_ stream: [UInt8], codec: VideoCodec, label: String, exact: Bool = true) {
+        var splitter = AnnexBSplitter()
+        var nalUnits: [[UInt8]] = []
+        splitter.append(stream) { nalUnits.append(Array($0.bytes)) }
+        splitter.flush { nalUnits.append(Array($0.bytes)) }
+        var assembler = AccessUnitAssembler(codec: codec)
+        var early = 0
+        for bytes in nalUnits {
+            let prefixes = (1...min(bytes.count, 48)).map { assembler.startsAccessUnit(bytes[..<$0]) }
+            let whole = assembler.startsAccessUnit(bytes[...])
+            var closed = false
+            assembler.push(NALUnit(bytes: bytes[...], startCodeOffset: 0, startCodeLength: 4)) {
+                if case .accessUnit = $0 { closed = true }
+            }
+            let type = codec == .h264 ? bytes[0] & 0x1f : (bytes[0] >> 1) & 0x3f
+            let endsSequence = codec == .h264 ? (type == 10 || type == 11) : (type == 36 || type == 37)
+            if prefixes.contains(true) {
+                #expect(closed, "\(label): a prefix said a new access unit starts, the whole unit did not close one")
+            }
+            if exact && !endsSequence {
+                #expect(whole == closed, "\(label): NAL type \(type)")
+            }
+            if let index = prefixes.firstIndex(of: true), index < 16 { early += 1 }
+        }
+        #expect(early > 0 || assembler.statistics.accessUnits < 2, "\(label): decided from a few bytes at least once")
+    }
+
+    @Test func generatedStreamsWithSeveralSlicesPerPicture() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        for (codec, parameters) in [("h264", "slices=4:bframes=2"), ("h264", "slices=2:bframes=0:interlaced=1"), ("h265", "bframes=2")] {
+            let url = try GeneratedStreams.encode(codec: codec, size: "320x240", frames: 12, encoderParameters: parameters,
+                                                  in: directory, name: "s.\(codec)")
+            check(readBytes(url.path), codec: codec == "h264" ? .h264 : .h265, label: "\(codec) \(parameters)")
+        }
+    }
+
+    @Test(.enabled(if: TestEnvironment.hasCorpus, "needs ../shared/corpus"))
+    func conformanceStreams() {
+        for url in TestEnvironment.corpusFiles() {
+            check(readBytes(url.path), codec: .h264, label: url.lastPathComponent)
+        }
+    }
+}

@@ -122,7 +122,7 @@ func decodeAll(_ inputs: [DecoderInput], decoder: StreamDecoder, output: Decoder
         #expect(frames.count == 10)
         #expect(frames[4].count == 64 * 64 * 3 / 2 && frames[5].count == 128 * 96 * 3 / 2)
         #expect(decoder.statistics.recreations == 1)
-        #expect(events.contains { if case .created(recreation: true, _, _, _) = $0 { return true } else { return false } })
+        #expect(events.contains { if case .created(recreation: true, _, _, _, _) = $0 { return true } else { return false } })
     }
 
     @Test func consecutiveFailuresResetAndDecodingResumesAtTheNextKeyframe() throws {

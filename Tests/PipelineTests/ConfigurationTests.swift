@@ -33,6 +33,8 @@ import Testing
             shm_mode = "0660"
             second_sender = "takeover"
             idle_timeout = 2.5
+            idle_flush = "off"
+            idle_flush_minimum_ms = 2
             threads = 2
             threading = "frame"
             max_access_unit_bytes = 8388608
@@ -49,7 +51,9 @@ import Testing
         #expect(first.shmName == "cams-1" && first.shmMode == 0o660 && first.secondSender == .takeover)
         #expect(first.idleTimeout == 2.5 && first.decoder.threads == 2 && first.decoder.threading == .frame)
         #expect(first.maxAccessUnitBytes == 8 << 20)
+        #expect(!first.idleFlush && first.idleFlushMinimum == 0.002)
         #expect(configuration.streams[1].shmName == "streamrecv-cam_2")
+        #expect(configuration.streams[1].idleFlush && configuration.streams[1].idleFlushMinimum == 0.0003)
     }
 
     @Test func serviceKeysAreRead() throws {
@@ -96,6 +100,8 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nallow = \"10.0.0.0/8\"\n", 4, "allow must be a list"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nkeyframe_request = \"pli\"\n", 4, "needs an rtp://"),
         ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\ncodec = \"h264\"\nkeyframe_request = \"nack\"\n", 5, "none, pli or fir"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_flush = true\n", 4, "idle_flush must be"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_flush_minimum_ms = 0\n", 4, "0.05...50"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {
         do {

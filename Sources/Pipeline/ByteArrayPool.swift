@@ -1,0 +1,32 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Byte arrays handed from the network event loop to a decode thread and back, so that a steady stream makes no
+/// heap allocation per read: the event loop copies a read into a recycled array (`copy`), the decode thread
+/// returns it once the splitter is done with it (`recycle`). An array still referenced elsewhere when it comes
+/// back (held by the RTP reorder buffer, say) is simply copied on its next use: correct, just not free.
+final class ByteArrayPool: Sendable {
+    /// Arrays kept at most; the rest are freed.
+    static let capacity = 64
+    private let free = NIOLockedValueBox<[[UInt8]]>([])
+
+    init() {
+        free.withLockedValue { $0.reserveCapacity(Self.capacity) }
+    }
+
+    /// The readable bytes of `buffer` in a recycled array (or a new one when none is free).
+    func copy(_ buffer: ByteBuffer) -> [UInt8] {
+        var bytes = free.withLockedValue { $0.popLast() } ?? []
+        bytes.removeAll(keepingCapacity: true)
+        buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// Takes an array back for a later `copy`.
+    func recycle(_ bytes: consuming [UInt8]) {
+        let bytes = bytes
+        free.withLockedValue { free in
+            if free.count < Self.capacity { free.append(bytes) }
+        }
+    }
+}

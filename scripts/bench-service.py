@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Service figures of a release streamrecvd: start to READY=1 (a real NOTIFY_SOCKET listener), decoder recreation
+on parameter-set changes (software, from the daemon's own measurement in its log) with every frame accounted for,
+and 8 paced 720p30 streams at once (frames, latency, the daemon's CPU time against decoding alone). Prints
+markdown. Called by scripts/bench.sh (`make bench`).
+"""
+import argparse
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("latency", os.path.join(here, "bench-latency.py"))
+latency = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(latency)
+
+
+def write_config(path, streams, log_level="warning"):
+    """streams: [(name, port, max_width, max_height)]"""
+    with open(path, "w") as file:
+        file.write('[daemon]\nlog_level = "%s"\n' % log_level)
+        for name, port, width, height in streams:
+            file.write('[[stream]]\nname = "%s"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "none"\nmax_width = %d\n'
+                       'max_height = %d\nslots = 8\nthreads = 1\n' % (name, port, width, height))
+
+
+def start_to_ready(args, streams, runs=5):
+    """Seconds from spawning the daemon to READY=1 on its notify socket."""
+    config = os.path.join(args.work, "ready.toml")
+    write_config(config, streams)
+    times = []
+    for _ in range(runs):
+        path = os.path.join(args.work, "notify-%d.sock" % os.getpid())
+        if os.path.exists(path):
+            os.remove(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        listener.bind(path)
+        listener.settimeout(10)
+        start = time.monotonic()
+        daemon = subprocess.Popen([args.daemon, "--config", config], env=dict(os.environ, NOTIFY_SOCKET=path),
+                                  stderr=subprocess.DEVNULL)
+        while b"READY=1" not in listener.recv(4096):
+            pass
+        times.append(time.monotonic() - start)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+        listener.close()
+        os.remove(path)
+    return sorted(times)
+
+
+def recreation(args, port):
+    """A stream changing size at every keyframe, paced at 30 fps: the daemon's creation times and frame count."""
+    segments = [(1280, 720), (1920, 1080), (640, 360), (1280, 720), (1920, 1080), (854, 480)] * 2
+    data = b""
+    for index, (width, height) in enumerate(segments):
+        path = os.path.join(args.work, "segment-%dx%d.h264" % (width, height))
+        if not os.path.exists(path):
+            subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                            "testsrc2=size=%dx%d:rate=30" % (width, height), "-frames:v", "15", "-c:v", "libx264",
+                            "-preset", "veryfast", "-tune", "zerolatency", "-f", "h264", path], check=True)
+        data += open(path, "rb").read()
+    path = os.path.join(args.work, "recreation.h264")
+    with open(path, "wb") as file:
+        file.write(data)
+    units, order = latency.encode(path, 30, 0, [])
+    name = "recreate%d" % os.getpid()
+    config = os.path.join(args.work, "recreation.toml")
+    write_config(config, [(name, port, 1920, 1088)], log_level="info")
+    log = os.path.join(args.work, "recreation.log")
+    daemon = subprocess.Popen([args.daemon, "--config", config], stderr=open(log, "w"))
+    try:
+        while b'"state":"waiting"' not in subprocess.run([args.ctl, "status", name, "--json"], capture_output=True).stdout:
+            time.sleep(0.05)
+        latency.send_paced(units, 30, port)
+        time.sleep(0.5)
+        published = int(re.search(rb'"frames_published":(\d+)', subprocess.run(
+            [args.ctl, "status", name, "--json"], capture_output=True).stdout).group(1))
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+    text = open(log).read()
+    created = [float(value) for value in re.findall(r"decoder created \[.*?creation_ms=([0-9.]+)", text)]
+    recreated = [float(value) for value in re.findall(r"decoder recreated for new parameter sets \[.*?creation_ms=([0-9.]+)", text)]
+    return created, recreated, published, len(order), len(segments) - 1
+
+
+def cpu_seconds(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def many_streams(args, port, count=8, seconds=10):
+    path = os.path.join(args.work, "x264-720p30-zerolatency.h264")
+    units, order = latency.encode(path, 30, seconds, ["-preset", "veryfast", "-tune", "zerolatency", "-b:v", "4M",
+                                                      "-g", "60"])
+    decode_ms = latency.decode_time_ms(path, len(order))
+    names = ["many%d-%d" % (os.getpid() % 10000, index) for index in range(count)]
+    config = os.path.join(args.work, "many.toml")
+    write_config(config, [(name, port + index, 1280, 720) for index, name in enumerate(names)])
+    daemon = subprocess.Popen([args.daemon, "--config", config], stderr=open(os.path.join(args.work, "many.log"), "w"))
+    results = {}
+    try:
+        for name in names:
+            while b'"state":"waiting"' not in subprocess.run([args.ctl, "status", name, "--json"], capture_output=True).stdout:
+                time.sleep(0.05)
+        probes = [subprocess.Popen([args.probe, "shm", name, str(len(units))], stdout=subprocess.PIPE) for name in names]
+        time.sleep(0.2)
+        cpu_before = cpu_seconds(daemon.pid)
+
+        def send(index):
+            time.sleep(index / 30 / count)  # staggered like independent cameras
+            results[index] = latency.send_paced(units, 30, port + index)
+        senders = [threading.Thread(target=send, args=(index,)) for index in range(count)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join()
+        rows = [latency.collect(probe) for probe in probes]
+        cpu = cpu_seconds(daemon.pid) - cpu_before
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+    latencies, frames = [], []
+    for index, stream_rows in enumerate(rows):
+        frames.append(len(stream_rows))
+        written = results[index]
+        readable = [int(row[1]) for row in stream_rows]
+        latencies += [(readable[p] - written[order[p]]) / 1e6 for p in range(30, min(len(readable), len(order)) - 1)]
+    return frames, len(order), latencies, cpu, decode_ms * len(order) * count / 1000
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--daemon", default=".build/release/streamrecvd")
+    parser.add_argument("--ctl", default=".build/release/streamrecvctl")
+    parser.add_argument("--probe", required=True)
+    parser.add_argument("--work", default=".build/bench")
+    args = parser.parse_args()
+    port = 45000 + os.getpid() % 10000
+    one = start_to_ready(args, [("ready1", port, 1920, 1088)])
+    eight = start_to_ready(args, [("ready8-%d" % index, port + 1 + index, 1280, 720) for index in range(8)])
+    print("| start → READY=1 (5 runs) | median | max |")
+    print("|---|---|---|")
+    print("| 1 stream (1080p ring) | %.0f ms | %.0f ms |" % (one[2] * 1000, one[-1] * 1000))
+    print("| 8 streams (720p rings) | %.0f ms | %.0f ms |" % (eight[2] * 1000, eight[-1] * 1000))
+    created, recreated, published, frames, changes = recreation(args, port + 20)
+    print("")
+    print("Decoder creation, measured by the daemon (`creation_ms` in its log, also the histogram "
+          "`streamrecvd_decoder_creation_seconds`): first creation %s ms; %d recreations at %d size changes "
+          "(720p ↔ 1080p ↔ 360p ↔ 480p, 15 frames each, paced at 30 fps): median %.2f ms, max %.2f ms; "
+          "frames published %d of %d."
+          % (", ".join("%.2f" % value for value in created), len(recreated), changes,
+             sorted(recreated)[len(recreated) // 2] if recreated else float("nan"), max(recreated or [float("nan")]),
+             published, frames))
+    frames, expected, latencies, cpu, decode_cpu = many_streams(args, port + 40)
+    print("")
+    print("8 × 720p30 x264 zerolatency (4 Mbit/s) streams into one daemon at once, %d s each, each paced by its own "
+          "sender thread, each read by its own consumer process:" % (expected // 30))
+    print("")
+    print("| frames published per stream | latency p50 / p99 / max (all streams) | daemon CPU time | "
+          "decoding alone (ffmpeg -threads 1 -benchmark × 8) | daemon ÷ decoding |")
+    print("|---|---|---|---|---|")
+    print("| %s of %d | %.1f / %.1f / %.1f ms | %.2f s | %.2f s | %.2f |" % (
+        ", ".join(str(value) for value in frames), expected, latency.percentile(latencies, 0.5),
+        latency.percentile(latencies, 0.99), max(latencies), cpu, decode_cpu, cpu / decode_cpu))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
