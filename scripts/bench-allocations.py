@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def counts(path):
@@ -89,6 +88,8 @@ def main():
                    % (name, port, args.output))
     table = os.path.join(args.work, "allocations.counts")
     environment = dict(os.environ, LD_PRELOAD=os.path.abspath(args.preload), MALLOC_COUNT_FILE=table)
+    # A ring left by an earlier run would be taken over with its counters: start from a fresh one.
+    latency.remove_ring(name)
     daemon = subprocess.Popen([args.daemon, "--config", config], env=environment,
                               stderr=open(os.path.join(args.work, "allocations.log"), "w"))
     try:

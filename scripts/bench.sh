@@ -26,7 +26,7 @@ fi
 echo "latency…" >&2
 latency_tables=$(python3 scripts/bench-latency.py --probe "$work/latency-probe" --plot docs/latency.png)
 echo "throughput…" >&2
-throughput_table=$(python3 scripts/bench-throughput.py --stream "$stream")
+throughput_table=$(python3 scripts/bench-throughput.py --stream "$stream" --probe "$work/latency-probe")
 echo "allocations…" >&2
 allocation_table=$(python3 scripts/bench-allocations.py --preload "$work/malloc-count.so" --stream "$stream")
 echo "service…" >&2
@@ -70,15 +70,27 @@ ${latency_tables}
 With B-frames every receiver must hold frames back until later ones arrive (presentation order); streamrecvd's
 p50 is that reordering delay plus decoding, the anchors add their parser's frame of delay on top.
 
+The time above decoding is, per frame: the minimum idle-flush interval (0.3 ms) plus the loopback and event-loop
+hop ("written → AU complete"), one copy of the picture into the slot (about 0.6 ms for 3 MB of NV12 at this
+VM's memory bandwidth; streaming stores were tried and made no difference, see docs/architecture.md on
+\`get_buffer2\`), and the consumer's futex wake-up. The daemon's own decode time per frame is also above
+\`ffmpeg -benchmark\`'s average (a sender and a consumer share the two cores, and the copy evicts the decoder's
+reference pictures from the cache); "added by streamrecvd" subtracts each frame's own decode time.
+
 ## Throughput over TCP into shared memory
 
 \`scripts/bench-throughput.py\`: the stream is sent over TCP on loopback as fast as the receiver takes it; time from
 the first byte sent to the last frame out (streamrecvd: the CLOCK_MONOTONIC publish time of the last frame, read
-from the ring; the anchors: their exit at end of input, decoding to a null sink). \`ffmpeg -threads N -i FILE -f
-null -\` decodes the file itself (no network, no copy). N = 1 is streamrecvd's default (slice threads: no added
-delay); N = 2 frame threads trade a frame of latency per thread for throughput.
+from the ring; the anchors: their exit at end of input, and with a pipe, the consumer having read every frame).
+\`ffmpeg -threads N -i FILE -f null -\` decodes the file itself (no network, no output). N = 1 is streamrecvd's
+default (slice threads: no added delay); N = 2 frame threads trade a frame of latency per thread for throughput.
 
 ${throughput_table}
+
+Decoding to a null sink is an upper bound no receiver reaches once it hands frames to another program: the
+anchors' pipe rows are what that costs them (two more copies of every frame through the kernel). streamrecvd's
+one copy into the slot runs on its decode thread; on two cores it is not hidden behind decoding, which is why it
+trails the null sinks by roughly that copy's share of a frame (about 0.6 ms of 4–5 ms).
 
 ## Heap allocations per frame
 

@@ -6,8 +6,10 @@ import NIOCore
 /// returns it once the splitter is done with it (`recycle`). An array still referenced elsewhere when it comes
 /// back (held by the RTP reorder buffer, say) is simply copied on its next use: correct, just not free.
 final class ByteArrayPool: Sendable {
-    /// Arrays kept at most; the rest are freed.
-    static let capacity = 64
+    /// Arrays kept at most, and the largest kept (a keyframe read whole may be bigger: that one is freed): at
+    /// most 4 MiB held per stream. A steady stream has one or two arrays in flight.
+    static let capacity = 8
+    static let largestKept = 512 << 10
     private let free = NIOLockedValueBox<[[UInt8]]>([])
 
     init() {
@@ -25,6 +27,7 @@ final class ByteArrayPool: Sendable {
     /// Takes an array back for a later `copy`.
     func recycle(_ bytes: consuming [UInt8]) {
         let bytes = bytes
+        guard bytes.capacity <= Self.largestKept else { return }
         free.withLockedValue { free in
             if free.count < Self.capacity { free.append(bytes) }
         }

@@ -105,7 +105,8 @@ import Testing
         #expect(ours.prefix(10) == reference.prefix(10))
         let body = try httpGet(port: metricsPort, path: "/metrics").body
         let labels = "stream=\"\(daemon.name)\""
-        #expect(sample(body, "streamrecvd_stream_defects_total", "\(labels),kind=\"premature_idle_flush\"") == 1, "\(body)")
+        #expect(sample(body, "streamrecvd_stream_defects_total", "\(labels),kind=\"premature_idle_flush\"") == 1,
+                "\(daemon.log.split(separator: "\n").filter { $0.contains("warning") || $0.contains("premature") })")
         #expect(sample(body, "streamrecvd_idle_flush_interval_seconds", labels) == 0.05, "backed off to the maximum")
         // Frames 11...24 refer to the damaged frame 10: flagged until the keyframe at 25.
         #expect((sample(body, "streamrecvd_frames_corrupt_total", labels) ?? 0) >= 14)
