@@ -169,7 +169,7 @@ def main():
     port = 30000 + os.getpid() % 20000
     results = []
     for label, fps, options in STREAMS:
-        path = os.path.join(args.work, "latency-%s.h264" % "".join(c for c in label if c.isalnum()))
+        path = os.path.join(args.work, "latency-%s-%ds.h264" % ("".join(c for c in label if c.isalnum()), args.seconds))
         units, decode_index = encode(path, fps, args.seconds, options)
         decode_alone = decode_time_ms(path, len(decode_index))
         anchors = [
