@@ -124,14 +124,13 @@ def streamrecvd(args, units, fps, port):
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait()
-    readable = [int(row[1]) for row in rows]
-    decode = [(int(row[5]) - int(row[4])) / 1e6 for row in rows]
-    # Where the time goes, per frame: (AU complete, decoded, published) from the slot.
-    stages = [(int(row[4]), int(row[5]), int(row[6])) for row in rows]
-    return written, readable, (decode, stages)
+    # The slot's pts is the access unit's index in decode order (the daemon counts them from 0): it names the
+    # frame even if this consumer was lapped. Per frame: readable, and (AU complete, decoded, published).
+    frames = [(int(row[2]), int(row[1]), (int(row[4]), int(row[5]), int(row[6]))) for row in rows]
+    return written, frames
 
 
-def piped(args, command, units, fps, port):
+def piped(args, command, units, decode_index, fps, port):
     receiver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(os.path.join(args.work, "anchor.log"), "a"))
     probe = subprocess.Popen([args.probe, "pipe", str(FRAME_BYTES), str(len(units))], stdin=receiver.stdout,
                              stdout=subprocess.PIPE)
@@ -142,7 +141,8 @@ def piped(args, command, units, fps, port):
     finally:
         receiver.kill()
         receiver.wait()
-    return written, [int(row[1]) for row in rows], None
+    # A pipe loses nothing: the p-th frame read is the p-th in presentation order.
+    return written, [(decode_index[p], int(row[1]), None) for p, row in enumerate(rows) if p < len(decode_index)]
 
 
 def percentile(values, fraction):
@@ -177,29 +177,29 @@ def main():
             ("FFmpeg CLI (pipe consumer)", lambda port: piped(args, [
                 "ffmpeg", "-v", "error", "-probesize", "32", "-analyzeduration", "0", "-threads", "1", "-f", "h264",
                 "-framerate", str(fps), "-i", "tcp://127.0.0.1:%d?listen=1" % port, "-fps_mode", "passthrough",
-                "-flush_packets", "1", "-f", "rawvideo", "pipe:"], units, fps, port)),
+                "-flush_packets", "1", "-f", "rawvideo", "pipe:"], units, decode_index, fps, port)),
             ("GStreamer gst-launch (pipe consumer)", lambda port: piped(args, [
                 "gst-launch-1.0", "-q", "tcpserversrc", "host=127.0.0.1", "port=%d" % port, "!", "h264parse", "!",
-                "avdec_h264", "max-threads=1", "!", "fdsink", "fd=1", "sync=false"], units, fps, port)),
+                "avdec_h264", "max-threads=1", "!", "fdsink", "fd=1", "sync=false"], units, decode_index, fps, port)),
         ]
         for receiver, measure in anchors:
             port += 1
-            written, readable, daemon = measure(port)
-            decode, stages = daemon if daemon else (None, None)
-            # The first second is warm-up (decoder creation); the last frame of a parser-delimited receiver waits
-            # for end of input: both left out for every receiver alike.
-            first, last = fps, min(len(readable), len(decode_index)) - 1
-            latencies = [(readable[p] - written[decode_index[p]]) / 1e6 for p in range(first, last)]
-            breakdown = None
-            if stages:
+            written, frames = measure(port)
+            # The first second is warm-up (decoder creation); the last access unit of a parser-delimited receiver
+            # waits for end of input: both left out for every receiver alike.
+            kept = [frame for frame in frames if fps <= frame[0] < len(units) - 1]
+            latencies = [(readable - written[unit]) / 1e6 for unit, readable, _ in kept]
+            breakdown = decode = None
+            if kept and kept[0][2]:
                 # sent → AU complete (transport, idle flush), decoding, copy into the slot, consumer wake-up.
-                breakdown = [[(stages[p][0] - written[decode_index[p]]) / 1e6 for p in range(first, last)],
-                             [(stages[p][1] - stages[p][0]) / 1e6 for p in range(first, last)],
-                             [(stages[p][2] - stages[p][1]) / 1e6 for p in range(first, last)],
-                             [(readable[p] - stages[p][2]) / 1e6 for p in range(first, last)]]
-            results.append({"stream": label, "receiver": receiver, "frames": len(readable), "expected": len(decode_index),
+                breakdown = [[(stages[0] - written[unit]) / 1e6 for unit, _, stages in kept],
+                             [(stages[1] - stages[0]) / 1e6 for _, _, stages in kept],
+                             [(stages[2] - stages[1]) / 1e6 for _, _, stages in kept],
+                             [(readable - stages[2]) / 1e6 for _, readable, stages in kept]]
+                decode = breakdown[1]
+            results.append({"stream": label, "receiver": receiver, "frames": len(frames), "expected": len(decode_index),
                             "latencies": latencies, "decode_alone": decode_alone, "breakdown": breakdown,
-                            "daemon_decode": decode[first:last] if decode else None})
+                            "daemon_decode": decode})
     print("| stream | receiver | frames | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | p50 − decode (ms) |")
     print("|---|---|---|---|---|---|---|---|")
     for result in results:

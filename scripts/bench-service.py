@@ -134,8 +134,8 @@ def many_streams(args, port, count=8, seconds=10):
     for index, stream_rows in enumerate(rows):
         frames.append(len(stream_rows))
         written = results[index]
-        readable = [int(row[1]) for row in stream_rows]
-        latencies += [(readable[p] - written[order[p]]) / 1e6 for p in range(30, min(len(readable), len(order)) - 1)]
+        # The slot's pts is the access unit's index in decode order (see bench-latency.py).
+        latencies += [(int(row[1]) - written[int(row[2])]) / 1e6 for row in stream_rows if 30 <= int(row[2]) < len(units) - 1]
     return frames, len(order), latencies, cpu, decode_ms * len(order) * count / 1000
 
 
