@@ -25,8 +25,7 @@ final class ByteArrayPool: Sendable {
     }
 
     /// Takes an array back for a later `copy`.
-    func recycle(_ bytes: consuming [UInt8]) {
-        let bytes = bytes
+    func recycle(_ bytes: [UInt8]) {
         guard bytes.capacity <= Self.largestKept else { return }
         free.withLockedValue { free in
             if free.count < Self.capacity { free.append(bytes) }
