@@ -67,6 +67,7 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        worker.setIdleBarrier(on: context.eventLoop)
         worker.enqueue(.connected(id, remote: context.remoteAddress?.description ?? "unknown"))
         context.fireChannelActive()
     }
@@ -130,6 +131,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        worker.setIdleBarrier(on: context.eventLoop)
         guard configuration.keyframeRequest != .none else { return }
         let channel = context.channel
         worker.setFeedbackSender { [self] bytes in

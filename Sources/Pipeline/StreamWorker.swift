@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import SharedFrames
 
 /// Identifies one sender connection.
@@ -32,6 +33,8 @@ final class StreamWorker: @unchecked Sendable {
         /// One RTP packet.
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
         case disconnected(ConnectionID, reason: String)
+        /// Queued by the sender's event loop after it has handled every read that was ready (`requestIdleBarrier`).
+        case idleBarrier(UInt64)
         case stop
     }
 
@@ -105,6 +108,11 @@ final class StreamWorker: @unchecked Sendable {
     /// Set by an idle flush until the next bytes show whether it was right: when the bytes before it arrived,
     /// and the pts given to the access unit it closed.
     private var idleFlushed: (after: UInt64, pts: Int64?)?
+    /// Runs a closure on the current sender's event loop (set by the listener).
+    private let senderEventLoop = NIOLockedValueBox<(any EventLoop)?>(nil)
+    /// The idle-flush barrier in flight, if any: its token. Bytes arriving meanwhile cancel it.
+    private var pendingBarrier: UInt64?
+    private var barrierCount: UInt64 = 0
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
@@ -133,6 +141,11 @@ final class StreamWorker: @unchecked Sendable {
     }
 
     func enqueue(_ work: Work) { queue.push(work) }
+
+    /// The event loop reading from the sender: an idle flush first sends it a barrier (`Work.idleBarrier`).
+    func setIdleBarrier(on eventLoop: any EventLoop) {
+        senderEventLoop.withLockedValue { $0 = eventLoop }
+    }
 
     /// Where RTCP keyframe requests go; called from the decode thread, must not block.
     func setFeedbackSender(_ send: @escaping @Sendable ([UInt8]) -> Void) {
@@ -183,10 +196,10 @@ final class StreamWorker: @unchecked Sendable {
         }
         loop: while true {
             snapshot.withLockedValue { $0.busySince = nil }
-            let next = queue.pop(deadline: idleFlushDeadline())
+            let next = queue.pop(deadline: pendingBarrier == nil ? idleFlushDeadline() : nil)
             snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
             guard let (work, remaining) = next else {
-                flushIdleTransport()
+                requestIdleBarrier()
                 continue
             }
             if remaining < backlogHighWater / 2 { takeResume()?() }
@@ -196,8 +209,16 @@ final class StreamWorker: @unchecked Sendable {
             case .connected(let id, let remote):
                 begin(id, remote: remote)
             case .bytes(let bytes, let time, let id):
-                if id == connection { receive(bytes, at: time) }
+                if id == connection {
+                    pendingBarrier = nil
+                    receive(bytes, at: time)
+                }
                 bytePool.recycle(bytes)
+            case .idleBarrier(let token):
+                // Every read the event loop had ready went before this: if none came, the transport is quiet.
+                guard token == pendingBarrier else { continue }
+                pendingBarrier = nil
+                if idleFlushDeadline() != nil { flushIdleTransport() }
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
                 bytePool.recycle(bytes)
@@ -253,6 +274,7 @@ final class StreamWorker: @unchecked Sendable {
             idleFlush = IdleFlushPolicy(minimum: UInt64(configuration.idleFlushMinimum * 1e9))
         }
         idleFlushed = nil
+        pendingBarrier = nil
         writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
         discontinuity = true
         writer.count(\.connections)
@@ -270,6 +292,7 @@ final class StreamWorker: @unchecked Sendable {
         endAccessUnit()
         decoder.drain { publish($0) }
         pending.removeAll()
+        pendingBarrier = nil
         metrics.framesPerSecond.record(0)
         fpsWindowStart = 0
         logger.info("sender disconnected: \(reason)", metadata: [
@@ -348,6 +371,20 @@ final class StreamWorker: @unchecked Sendable {
         }
         guard endsPicture else { return nil }
         return max(lastArrival + policy.interval, MonotonicClock.nanoseconds() + policy.minimum / 4)
+    }
+
+    /// The deadline passed with no bytes. The sender's event loop may still hold bytes the kernel has (it may not
+    /// have run: two busy cores): a barrier through it comes back after every read that was ready, and only then,
+    /// if no bytes came, is the access unit flushed. One event-loop round trip, tens of microseconds when idle.
+    private func requestIdleBarrier() {
+        guard let eventLoop = senderEventLoop.withLockedValue({ $0 }) else {
+            flushIdleTransport()
+            return
+        }
+        barrierCount &+= 1
+        let token = barrierCount
+        pendingBarrier = token
+        eventLoop.execute { [queue] in queue.push(.idleBarrier(token)) }
     }
 
     /// The transport went quiet after a complete-looking NAL unit: hand it and its access unit on now.
