@@ -113,6 +113,11 @@ final class StreamWorker: @unchecked Sendable {
     /// The idle-flush barrier in flight, if any: its token. Bytes arriving meanwhile cancel it.
     private var pendingBarrier: UInt64?
     private var barrierCount: UInt64 = 0
+    /// The token the barrier task carries, and the task itself, made once: a closure per flush would allocate.
+    private let barrierToken = NIOLockedValueBox<UInt64>(0)
+    private lazy var barrierTask: @Sendable () -> Void = { [queue, barrierToken] in
+        queue.push(.idleBarrier(barrierToken.withLockedValue { $0 }))
+    }
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
@@ -384,7 +389,8 @@ final class StreamWorker: @unchecked Sendable {
         barrierCount &+= 1
         let token = barrierCount
         pendingBarrier = token
-        eventLoop.execute { [queue] in queue.push(.idleBarrier(token)) }
+        barrierToken.withLockedValue { $0 = token }
+        eventLoop.execute(barrierTask)
     }
 
     /// The transport went quiet after a complete-looking NAL unit: hand it and its access unit on now.
