@@ -25,8 +25,7 @@ import Testing
     @Test func eachFrameIsPublishedBeforeTheNextOneIsSent() throws {
         let stream = try generated("h264", frames: 25, parameters: Self.parameters)
         let directory = try TestEnvironment.temporaryDirectory()
-        let reference = try ffmpegMD5s(try { let path = directory.appendingPathComponent("r.h264").path
-            try Data(stream).write(to: URL(fileURLWithPath: path)); return path }())
+        let reference = try referenceMD5s(stream, facts: StreamFacts(stream), directory: directory)
         let metricsPort = freePort()
         let daemon = try DaemonProcess(label: "idleflush", settings: ["max_width": "160", "max_height": "96", "slots": "32"],
                                        daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""])
@@ -72,8 +71,7 @@ import Testing
     @Test func aPauseInsideANALUnitIsCaughtOnceAndTheIntervalBacksOff() throws {
         let stream = try generated("h264", frames: 50, parameters: Self.parameters)
         let directory = try TestEnvironment.temporaryDirectory()
-        let reference = try ffmpegMD5s(try { let path = directory.appendingPathComponent("r.h264").path
-            try Data(stream).write(to: URL(fileURLWithPath: path)); return path }())
+        let reference = try referenceMD5s(stream, facts: StreamFacts(stream), directory: directory)
         let metricsPort = freePort()
         let daemon = try DaemonProcess(label: "premature", settings: ["max_width": "160", "max_height": "96", "slots": "64"],
                                        daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""])
