@@ -28,7 +28,9 @@ let package = Package(
         .target(name: "FrameFormats"),
         // The shared-memory ABI: one C header (include/streamrecv_shm.h) with inline helpers.
         .target(name: "CFrameRing"),
-        .target(name: "SharedFrames", dependencies: ["CFrameRing", "FrameFormats"]),
+        // A SIGBUS handler that turns a shrunk shm object under a mapping into zero pages and a flag.
+        .target(name: "CMappingGuard"),
+        .target(name: "SharedFrames", dependencies: ["CFrameRing", "CMappingGuard", "FrameFormats"]),
         .systemLibrary(
             name: "CFFmpeg", pkgConfig: "libavcodec",
             providers: [.apt(["libavcodec-dev", "libavutil-dev"])]

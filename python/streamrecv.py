@@ -12,6 +12,13 @@ slows the daemon down: it copies each frame out under the slot's seqlock and ret
 a reader that falls more than `slot_count` frames behind is lapped (`ring.lapped` counts the frames it missed).
 Waiting uses the header's futex (through ctypes), so an idle reader costs nothing.
 
+Nothing in the object is trusted (anyone can create one under /dev/shm): the header's geometry is checked once
+against the object's size and only the checked values are used, every slot is checked before its planes are, and
+anything inconsistent raises RingError. Everything is read with pread(2), never through a mapping, so an object
+truncated under the reader cannot kill it with SIGBUS (only the futex word is mapped: a futex on a vanished page
+fails harmlessly). When the daemon moves the stream to a new object (a larger format, damage, a restart with
+other settings), the reader opens the name again and goes on.
+
 Command line: python3 streamrecv.py NAME [--frames N] > frames.yuv writes tightly packed planes, as the C example.
 """
 
@@ -52,24 +59,74 @@ SLOT = {
     "visible_x": (192, "I"), "visible_y": (196, "I"), "visible_width": (200, "I"), "visible_height": (204, "I"),
 }
 
-STATES = {0: "starting", 1: "waiting", 2: "streaming", 3: "degraded", 4: "stopped"}
+STATES = {0: "starting", 1: "waiting", 2: "streaming", 3: "degraded", 4: "stopped", 5: "replaced"}
 PIXEL_FORMATS = {
     1: "yuv420p", 2: "nv12", 3: "p010", 4: "yuv422p", 5: "yuv444p", 6: "gray", 7: "yuv420p10le", 8: "yuv422p10le",
     9: "yuv444p10le", 10: "gray10le", 11: "yuv420p12le", 12: "yuv422p12le", 13: "yuv444p12le", 14: "gbrp",
     15: "gbrp10le",
 }
 FLAG_KEYFRAME, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_VFLIP = 1, 2, 4, 8, 16
-STATE_STOPPED = 4
+STATE_STOPPED, STATE_REPLACED = 4, 5
 
 
 class RingError(Exception):
-    """The object is missing, not a ring, or of another ABI version."""
+    """The object is missing, not a ring, of another ABI version, or inconsistent (damaged or forged)."""
+
+
+class _Shrunk(Exception):
+    """The object became smaller than what was read from it."""
 
 
 def _unpack(fields, buffer, base, name):
     offset, fmt = fields[name]
     values = struct.unpack_from("<" + fmt, buffer, base + offset)
     return values if len(values) > 1 else values[0]
+
+
+def _check_header(header, size):
+    """The ring's geometry if the header describes one inside `size` bytes (as streamrecv_shm_check_header)."""
+    if header["magic"] != MAGIC:
+        return None, "no magic (not a ring, or not initialised yet)"
+    if header["abi_version"] != ABI_VERSION:
+        return None, "ABI version %d" % header["abi_version"]
+    if header["header_size"] != HEADER_SIZE or header["slot_size"] != SLOT_SIZE:
+        return None, "unexpected header or slot size"
+    count, table, data = header["slot_count"], header["slot_table_offset"], header["slot_data_offset"]
+    stride, capacity, total = header["slot_data_stride"], header["slot_data_capacity"], header["total_size"]
+    if not 1 <= count <= 1 << 20:
+        return None, "slot count out of range"
+    if table < HEADER_SIZE or table % 64:
+        return None, "slot table offset out of range"
+    if capacity > stride:
+        return None, "slot capacity larger than its stride"
+    if table + count * SLOT_SIZE > data:
+        return None, "slot table overlaps the data"
+    if data + count * stride > total:
+        return None, "slot data beyond total_size"
+    if total > size:
+        return None, "total_size larger than the object"
+    return {"slot_count": count, "slot_table_offset": table, "slot_data_offset": data, "slot_data_stride": stride,
+            "slot_data_capacity": capacity}, None
+
+
+def _check_slot(slot, geometry):
+    """None when the planes of a copied slot lie inside its data (as streamrecv_shm_check_slot), else why not."""
+    count = slot["plane_count"]
+    if not 1 <= count <= MAX_PLANES:
+        return "plane count out of range"
+    if not (1 <= slot["width"] <= 65535 and 1 <= slot["height"] <= 65535):
+        return "picture size out of range"
+    if slot["data_size"] > geometry["slot_data_capacity"]:
+        return "data larger than the slot"
+    for plane in range(count):
+        rows, stride, width = slot["plane_height"][plane], slot["plane_stride"][plane], slot["plane_width"][plane]
+        if rows == 0 or width == 0 or width > stride:
+            return "plane rows out of range"
+        if slot["plane_offset"][plane] + stride * (rows - 1) + width > slot["data_size"]:
+            return "plane outside the data"
+    if slot["pixel_format"] not in PIXEL_FORMATS:
+        return "unknown pixel format"
+    return None
 
 
 class _Futex:
@@ -151,47 +208,53 @@ class FrameRing:
 
     def __init__(self, name=None, shm_name=None):
         self.shm_name = shm_name or "streamrecv-" + name
-        path = "/dev/shm/" + self.shm_name
-        try:
-            descriptor = os.open(path, os.O_RDONLY)
-        except OSError as error:
-            raise RingError("%s: %s" % (path, error.strerror)) from None
+        self.path = "/dev/shm/" + self.shm_name
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.mmap.restype = ctypes.c_void_p
         self._libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_long]
         self._libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._fd = None
         self._address = None
-        try:
-            self._size = os.fstat(descriptor).st_size
-            if self._size < HEADER_SIZE:
-                raise RingError("%s: too small for a ring" % path)
-            # libc's mmap, not Python's: the futex needs the shared word's address, which a read-only
-            # mmap.mmap does not give out. PROT_READ, MAP_SHARED: a reader can never write into the ring.
-            address = self._libc.mmap(None, self._size, mmap.PROT_READ, mmap.MAP_SHARED, descriptor, 0)
-            if address in (None, ctypes.c_void_p(-1).value):
-                raise RingError("%s: mmap: %s" % (path, os.strerror(ctypes.get_errno())))
-            self._address = address
-        finally:
-            os.close(descriptor)
-        self._map = memoryview((ctypes.c_char * self._size).from_address(self._address)).cast("B")
-        header = self.header()
-        if header["magic"] != MAGIC or header["abi_version"] != ABI_VERSION or header["slot_size"] != SLOT_SIZE \
-                or header["header_size"] != HEADER_SIZE or header["total_size"] > self._size:
-            self.close()
-            raise RingError("%s: not a streamrecv ring of ABI %d" % (path, ABI_VERSION))
-        self.slot_count = header["slot_count"]
         self.lapped = 0
         self._futex = _Futex()
-        self._wake_address = self._address + HEADER["wake_word"][0]
+        self._attach()
+
+    def _attach(self):
+        """Opens the object behind the name and checks it; raises RingError (nothing is kept) when it is no ring."""
+        try:
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as error:
+            raise RingError("%s: %s" % (self.path, error.strerror)) from None
+        try:
+            status = os.fstat(descriptor)
+            if status.st_size < HEADER_SIZE:
+                raise RingError("%s: too small for a ring" % self.path)
+            raw = os.pread(descriptor, 256, 0)
+            if len(raw) < 256:
+                raise RingError("%s: shrank while being read" % self.path)
+            geometry, problem = _check_header(self._parse_header(raw), status.st_size)
+            if problem:
+                raise RingError("%s: not a streamrecv ring of ABI %d: %s" % (self.path, ABI_VERSION, problem))
+            # Only the header page is mapped, for the futex word; nothing is read through the mapping.
+            address = self._libc.mmap(None, HEADER_SIZE, mmap.PROT_READ, mmap.MAP_SHARED, descriptor, 0)
+            if address in (None, ctypes.c_void_p(-1).value):
+                raise RingError("%s: mmap: %s" % (self.path, os.strerror(ctypes.get_errno())))
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self.close()
+        self._fd, self._address, self._inode, self._geometry = descriptor, address, status.st_ino, geometry
+        self.slot_count = geometry["slot_count"]
+        self._wake_address = address + HEADER["wake_word"][0]
 
     def close(self):
-        if getattr(self, "_map", None) is not None:
-            self._map.release()
-            self._map = None
         if getattr(self, "_address", None) is not None:
-            self._libc.munmap(self._address, self._size)
+            self._libc.munmap(self._address, HEADER_SIZE)
             self._address = None
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self):
         return self
@@ -199,65 +262,121 @@ class FrameRing:
     def __exit__(self, *exc):
         self.close()
 
-    def header(self):
-        """The header's fields as a dict (counters are read without tearing: each is one aligned load)."""
-        values = {name: _unpack(HEADER, self._map, 0, name) for name in HEADER}
+    def _pread(self, size, offset):
+        data = os.pread(self._fd, size, offset)
+        if len(data) < size:
+            raise _Shrunk()
+        return data
+
+    @staticmethod
+    def _parse_header(raw):
+        values = {name: _unpack(HEADER, raw, 0, name) for name in HEADER}
         for key in ("stream_name", "codec"):
             values[key] = values[key].split(b"\0", 1)[0].decode("utf-8", "replace")
         values["state"] = STATES.get(values["stream_state"], "unknown")
         return values
 
+    def header(self):
+        """The header's fields as a dict (its first 256 bytes, read in one go)."""
+        try:
+            return self._parse_header(self._pread(256, 0))
+        except _Shrunk:
+            raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
+
     @property
     def latest_sequence(self):
-        return _unpack(HEADER, self._map, 0, "latest_sequence")
+        return self.header()["latest_sequence"]
+
+    def replaced(self):
+        """Whether the name now leads to another object (the daemon moved the stream on)."""
+        try:
+            return os.stat(self.path).st_ino != self._inode
+        except OSError:
+            return False
 
     def read(self, sequence):
         """Frame `sequence` if the ring still holds it: a Frame, None when not published yet, or the int sequence of
-        the oldest frame still held when it was overwritten (lapped)."""
-        header = self.header()
-        index = (sequence - 1) % self.slot_count
-        slot_base = header["slot_table_offset"] + index * SLOT_SIZE
-        data_base = header["slot_data_offset"] + index * header["slot_data_stride"]
-        while True:
-            begin = _unpack(SLOT, self._map, slot_base, "seqlock")
-            if begin & 1:
-                return None  # being written: the writer wakes the futex when done (or died mid-write)
-            slot = {name: _unpack(SLOT, self._map, slot_base, name) for name in SLOT}
-            data = None
-            if slot["sequence"] == sequence and slot["data_size"] <= header["slot_data_capacity"]:
-                data = bytearray(self._map[data_base:data_base + slot["data_size"]])
-            if _unpack(SLOT, self._map, slot_base, "seqlock") != begin:
-                continue  # torn: the writer was here meanwhile
-            if slot["sequence"] == sequence and data is not None:
-                return Frame(slot, data)
-            if slot["sequence"] > sequence:
-                latest = header["latest_sequence"]
-                return max(1, latest - self.slot_count + 1)
-            return None
+        the oldest frame still held when it was overwritten (lapped). Raises RingError on a damaged slot."""
+        geometry = self._geometry
+        count = geometry["slot_count"]
+        index = (sequence - 1) % count
+        slot_base = geometry["slot_table_offset"] + index * SLOT_SIZE
+        data_base = geometry["slot_data_offset"] + index * geometry["slot_data_stride"]
+        try:
+            while True:
+                latest = self.header()["latest_sequence"]
+                if sequence > latest:
+                    return None
+                if latest - sequence >= count:
+                    return latest - count + 1
+                begin = struct.unpack("<Q", self._pread(8, slot_base))[0]
+                if begin & 1 or begin == 0:
+                    return None  # being written: the writer wakes the futex when done (or died mid-write)
+                raw = self._pread(SLOT_SIZE, slot_base)
+                slot = {name: _unpack(SLOT, raw, 0, name) for name in SLOT}
+                problem = _check_slot(slot, geometry) if slot["sequence"] == sequence else None
+                data = None
+                if slot["sequence"] == sequence and problem is None:
+                    data = bytearray(slot["data_size"])
+                    if os.preadv(self._fd, [data], data_base) < len(data):
+                        raise _Shrunk()
+                if struct.unpack("<Q", self._pread(8, slot_base))[0] != begin:
+                    continue  # torn: the writer was here meanwhile
+                if slot["sequence"] == sequence:
+                    if problem:
+                        raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
+                    return Frame(slot, data)
+                # Newer: lapped. Older than latest says: this object began after that frame.
+                return latest - count + 1 if slot["sequence"] > sequence else latest + 1
+        except _Shrunk:
+            raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
+
+    def _follow(self, patience=2.0):
+        """Opens the name again once it leads to a new object; False if none came within `patience` seconds."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            if self.replaced():
+                try:
+                    self._attach()
+                    return True
+                except RingError:
+                    pass
+            time.sleep(0.01)
+        return False
 
     def frames(self, timeout=None, start=None):
         """Yields frames from `start` (default: the next one published) on; ends when the daemon stops the
-        stream or no frame arrives for `timeout` seconds."""
+        stream or no frame arrives for `timeout` seconds. Follows the stream to a new object when the daemon
+        moves it (or the object is truncated and re-created)."""
         wanted = start if start is not None else self.latest_sequence + 1
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            seen = _unpack(HEADER, self._map, 0, "wake_word")
-            result = self.read(wanted)
+            try:
+                seen = self.header()["wake_word"]
+                result = self.read(wanted)
+                state = self.header()["stream_state"] if result is None else None
+            except RingError:
+                if self._follow():
+                    continue
+                raise
             if isinstance(result, Frame):
                 yield result
                 wanted += 1
                 deadline = None if timeout is None else time.monotonic() + timeout
                 continue
             if isinstance(result, int):
-                self.lapped += result - wanted
+                self.lapped += max(0, result - wanted)
                 wanted = result
                 continue
-            if self.header()["stream_state"] == STATE_STOPPED:
+            if (state == STATE_REPLACED or self.replaced()) and self._follow():
+                continue
+            if state == STATE_STOPPED:
                 return
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 return
-            self._futex.wait(self._wake_address, seen, min(remaining, 1.0))
+            # In short waits: the waiters of a truncated object are never woken, so the name is checked between.
+            self._futex.wait(self._wake_address, seen, min(remaining, 0.2))
 
 
 def main(arguments):
@@ -267,6 +386,14 @@ def main(arguments):
     parser.add_argument("--frames", type=int)
     parser.add_argument("--timeout", type=float, default=10)
     options = parser.parse_args(arguments)
+    try:
+        return _write_frames(options)
+    except RingError as error:
+        print("streamrecv.py: %s" % error, file=sys.stderr)
+        return 1
+
+
+def _write_frames(options):
     with FrameRing(options.name) as ring:
         print("streamrecv.py: attached to %s" % ring.shm_name, file=sys.stderr, flush=True)
         written = 0

@@ -44,8 +44,8 @@ class HandMadeRing:
 
     SLOTS, WIDTH, HEIGHT, STRIDE = 2, 4, 2, 64
 
-    def __init__(self):
-        self.name = "streamrecv-pytest-%d" % os.getpid()
+    def __init__(self, suffix=""):
+        self.name = "streamrecv-pytest-%d%s" % (os.getpid(), suffix)
         self.path = "/dev/shm/" + self.name
         self.slot_table = streamrecv.HEADER_SIZE
         self.slot_data = self.slot_table + self.SLOTS * streamrecv.SLOT_SIZE
@@ -142,6 +142,63 @@ class ReaderTest(unittest.TestCase):
         struct.pack_into("<Q", self.ring.map, 0, 0)
         with self.assertRaises(streamrecv.RingError):
             streamrecv.FrameRing(shm_name=self.ring.name)
+
+
+class UntrustedRingTest(unittest.TestCase):
+    """Anyone can create an object under /dev/shm: every lie in it is a RingError, never a crash."""
+
+    def setUp(self):
+        self.ring = HandMadeRing()
+
+    def tearDown(self):
+        self.ring.close()
+
+    def test_forged_geometry_is_refused_with_a_reason(self):
+        for field, value, reason in (("slot_data_stride", 1 << 62, "slot data beyond total_size"),
+                                     ("slot_count", 0, "slot count"),
+                                     ("slot_data_offset", (1 << 64) - 100, "slot data beyond total_size"),
+                                     ("slot_table_offset", 4097, "slot table offset"),
+                                     ("total_size", 1 << 40, "total_size larger than the object")):
+            saved = streamrecv._unpack(streamrecv.HEADER, self.ring.map, 0, field)
+            self.ring.put(streamrecv.HEADER, 0, **{field: value})
+            with self.assertRaises(streamrecv.RingError) as caught:
+                streamrecv.FrameRing(shm_name=self.ring.name)
+            self.assertIn(reason, str(caught.exception))
+            self.ring.put(streamrecv.HEADER, 0, **{field: saved})
+
+    def test_a_forged_slot_is_refused_when_read(self):
+        self.ring.publish(1, 10)
+        self.ring.put(streamrecv.SLOT, self.ring.slot_table, plane_offset=(1 << 40, 128, 192, 0))
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            with self.assertRaises(streamrecv.RingError) as caught:
+                reader.read(1)
+            self.assertIn("plane outside the data", str(caught.exception))
+
+    def test_a_ring_truncated_under_the_reader_is_an_error_not_a_crash(self):
+        self.ring.publish(1, 10)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            os.truncate(self.ring.path, 100)
+            with self.assertRaises(streamrecv.RingError) as caught:
+                reader.read(1)
+            self.assertIn("shrank", str(caught.exception))
+            with self.assertRaises(streamrecv.RingError):
+                list(reader.frames(timeout=0.1, start=1))
+
+    def test_the_reader_follows_the_stream_to_a_new_object(self):
+        self.ring.publish(1, 10)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            self.assertEqual(reader.read(1).sequence, 1)
+            old = self.ring
+            self.ring = HandMadeRing(suffix="-next")
+            self.ring.publish(1, 30)
+            self.ring.publish(2, 40)
+            os.rename(self.ring.path, old.path)
+            self.ring.path = old.path
+            old.put(streamrecv.HEADER, 0, stream_state=streamrecv.STATE_REPLACED)
+            old.map.close()
+            old.file.close()
+            frames = list(reader.frames(timeout=0.2, start=2))
+            self.assertEqual([(frame.sequence, frame.plane(0)[0]) for frame in frames], [(2, 40)])
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@ public struct AccessUnit: Sendable {
     /// From a display orientation SEI in this access unit; `.some(nil)` cancels an earlier one.
     public var displayOrientation: DisplayOrientation??
     public var end: AccessUnitEnd
+    /// Its first slice is the picture's first (first_mb_in_slice 0, first_slice_segment_in_pic_flag): nothing of
+    /// the picture came before it. A keyframe after lost data is only whole if this holds.
+    public var beginsWithFirstSlice = false
 
     public var isKeyframe: Bool { randomAccess != nil }
     public var hasPicture: Bool { sliceCount > 0 }

@@ -62,6 +62,8 @@ public struct AccessUnitAssembler {
     private var spareNALUnitTypes: [UInt8] = []
     private var streamOffset: Int64 = 0
     private var sliceCount = 0
+    /// The access unit's first slice is its picture's first (macroblock or CTU 0).
+    private var beginsWithFirstSlice = false
     private var randomAccess: RandomAccessKind?
     private var ppsId: Int?
     private var displayOrientation: DisplayOrientation??
@@ -100,6 +102,9 @@ public struct AccessUnitAssembler {
 
     /// The access unit in progress has at least one slice: ending it now would emit a picture.
     public var hasPictureInProgress: Bool { sliceCount > 0 }
+
+    /// Slices taken into the access unit in progress: growing means the last NAL unit was a slice it accepted.
+    public var slicesInProgress: Int { sliceCount }
 
     /// Whether a NAL unit beginning with `prefix` (its first bytes, header included, possibly not all of it)
     /// starts a new access unit, judged by the same rules as `push` without changing anything: true only when
@@ -186,6 +191,7 @@ public struct AccessUnitAssembler {
             }
             if let slice { lastFirstMb = slice.firstMbInSlice }
             startPictureIfNeeded(startsPicture, unit, emit)
+            if sliceCount == 0 { beginsWithFirstSlice = lastFirstMb == 0 }
             append(unit, type: type.rawValue)
             if let slice {
                 if sliceCount == 0 { ppsId = slice.ppsId }
@@ -241,6 +247,7 @@ public struct AccessUnitAssembler {
                     error: .truncated(element: "first_slice_segment_in_pic_flag"))))
             }
             startPictureIfNeeded(firstSliceSegment, unit, emit)
+            if sliceCount == 0 { beginsWithFirstSlice = firstSliceSegment && !reader.hasError }
             append(unit, type: type.rawValue)
             if type.isDefinedSlice && sliceCount == 0 {
                 if type.isIRAP { _ = reader.readFlag() }  // no_output_of_prior_pics_flag
@@ -337,13 +344,15 @@ public struct AccessUnitAssembler {
             emit(.accessUnit(AccessUnit(
                 codec: codec!, data: data, nalUnitTypes: nalUnitTypes, streamOffset: streamOffset,
                 sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
-                parameterSets: parameterSets, displayOrientation: displayOrientation, end: end)))
+                parameterSets: parameterSets, displayOrientation: displayOrientation, end: end,
+                beginsWithFirstSlice: beginsWithFirstSlice)))
         }
         swap(&data, &spareData)
         swap(&nalUnitTypes, &spareNALUnitTypes)
         data.removeAll(keepingCapacity: true)
         nalUnitTypes.removeAll(keepingCapacity: true)
         sliceCount = 0
+        beginsWithFirstSlice = false
         randomAccess = nil
         ppsId = nil
         displayOrientation = nil

@@ -3,7 +3,7 @@ import Logging
 /// Logs the first occurrence of a repeated warning, then at most one line per `interval` per key, saying how
 /// many were suppressed: a hostile stream cannot flood the journal, and never one line per frame. Keys may come
 /// from input (libavcodec's messages), so at most `maximumKeys` are remembered.
-public struct RateLimitedLogger {
+public struct RateLimitedLogger: Sendable {
     public let logger: Logger
     public let intervalNanoseconds: UInt64
     static let maximumKeys = 1000

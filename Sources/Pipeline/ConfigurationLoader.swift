@@ -22,7 +22,7 @@ public enum ConfigurationLoader {
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
-        "max_connections_per_second", "rtp_clock_rate",
+        "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -79,7 +79,7 @@ public enum ConfigurationLoader {
             guard let entry = element.table else { throw fail("each stream must be a table", "stream", index, nil) }
             configuration.streams.append(try parseStream(entry, index: index, fail: fail))
         }
-        try validateUnique(configuration.streams, fail: fail)
+        try validateUnique(configuration, fail: fail)
         return configuration
     }
 
@@ -194,10 +194,26 @@ public enum ConfigurationLoader {
             stream.secondSender = value
         }
         if let value = entry["idle_timeout"] {
-            guard let seconds = value.double ?? value.int.map(Double.init), seconds >= 0, seconds <= 86400 else {
-                throw error("idle_timeout", "idle_timeout must be a number of seconds in 0...86400 (0 disables)")
+            // Below half a second a sender between two frames would be taken for gone.
+            guard let seconds = value.double ?? value.int.map(Double.init), seconds == 0 || (seconds >= 0.5 && seconds <= 86400) else {
+                throw error("idle_timeout", "idle_timeout must be 0 (never) or a number of seconds in 0.5...86400")
             }
             stream.idleTimeout = seconds
+        }
+        if let value = entry["ring_size_limit"] {
+            guard let bytes = byteSize(value), bytes >= 1 << 20, bytes <= 1 << 40 else {
+                throw error("ring_size_limit", "ring_size_limit must be a size from 1M to 1T, e.g. \"256M\" (bytes, or K, M, G, T)")
+            }
+            stream.ringSizeLimit = bytes
+        }
+        if let value = entry["receive_buffer"] {
+            guard stream.listen.transport.isDatagram else {
+                throw error("receive_buffer", "receive_buffer applies to udp:// and rtp:// streams only")
+            }
+            guard let bytes = byteSize(value), bytes >= 64 << 10, bytes <= 1 << 30 else {
+                throw error("receive_buffer", "receive_buffer must be a size from 64K to 1G, e.g. \"8M\"")
+            }
+            stream.receiveBufferBytes = bytes
         }
         if let value = entry["idle_flush"] {
             guard let text = value.string, text == "adaptive" || text == "off" else {
@@ -212,6 +228,23 @@ public enum ConfigurationLoader {
             stream.idleFlushMinimum = milliseconds / 1000
         }
         return stream
+    }
+
+    /// A size in bytes: an integer, or a string with a binary suffix ("512K", "256M", "1G", "1T").
+    static func byteSize(_ value: TOMLValueConvertible) -> Int? {
+        if let number = value.int { return number }
+        guard var text = value.string?.trimmingCharacters(in: " "), !text.isEmpty else { return nil }
+        var shift = 0
+        switch text.last!.uppercased() {
+        case "K": shift = 10
+        case "M": shift = 20
+        case "G": shift = 30
+        case "T": shift = 40
+        default: break
+        }
+        if shift > 0 { text.removeLast() }
+        guard let number = Int(text), number >= 0, number <= Int.max >> shift else { return nil }
+        return number << shift
     }
 
     static func parseListen(_ text: String, error: (String) -> ConfigurationError) throws(ConfigurationError) -> ListenAddress {
@@ -237,15 +270,34 @@ public enum ConfigurationLoader {
         return ListenAddress(transport: transport, host: host, port: port)
     }
 
+    /// Names, shm names and sockets must not collide. Two listen addresses collide when they are the same protocol
+    /// and port and their hosts overlap however they are spelt: "localhost" and "127.0.0.1", or a wildcard
+    /// ("0.0.0.0", "::") and any address of its family ("::" takes IPv4 as well).
     private static func validateUnique(
-        _ streams: [StreamConfiguration], fail: (String, String?, Int?, String?) -> ConfigurationError
+        _ configuration: DaemonConfiguration, fail: (String, String?, Int?, String?) -> ConfigurationError
     ) throws(ConfigurationError) {
+        var sockets: [(what: String, listen: ListenAddress, addresses: [BindAddress])] = []
+        if let metrics = configuration.metrics {
+            guard let addresses = BindAddress.resolve(metrics.host) else {
+                throw fail("metrics host '\(metrics.host)' does not resolve to an address", "daemon", nil, "metrics")
+            }
+            sockets.append(("[daemon] metrics", metrics, addresses))
+        }
+        let streams = configuration.streams
         for (index, stream) in streams.enumerated() {
             for earlier in streams[..<index] {
                 if earlier.name == stream.name { throw fail("stream name '\(stream.name)' is used twice", "stream", index, "name") }
                 if earlier.shmName == stream.shmName { throw fail("shm_name '\(stream.shmName)' is used twice", "stream", index, "shm_name") }
-                if earlier.listen == stream.listen { throw fail("listen address \(stream.listen) is used twice", "stream", index, "listen") }
             }
+            guard let addresses = BindAddress.resolve(stream.listen.host) else {
+                throw fail("listen host '\(stream.listen.host)' does not resolve to an address", "stream", index, "listen")
+            }
+            for other in sockets where other.listen.transport.isDatagram == stream.listen.transport.isDatagram
+                && other.listen.port == stream.listen.port && BindAddress.overlap(other.addresses, addresses) {
+                throw fail("listen address \(stream.listen) takes the same \(stream.listen.transport.isDatagram ? "UDP" : "TCP") port as \(other.what) (\(other.listen))",
+                           "stream", index, "listen")
+            }
+            sockets.append(("stream '\(stream.name)'", stream.listen, addresses))
         }
     }
 }

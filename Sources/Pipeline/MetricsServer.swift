@@ -1,24 +1,47 @@
+import CoreMetrics
+import Glibc
+import Decoding
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
+import SharedFrames
 
 /// The optional Prometheus endpoint (`[daemon] metrics = "HOST:PORT"`): `GET /metrics` answers the text exposition
 /// format from the registry every stream's `StreamMetrics` writes into; anything else is 404, or 405 for a
 /// method other than GET/HEAD. A plain HTTP/1.1 server on the daemon's event loop, closed at shutdown.
+///
+/// Bounded so that it can never take what the video path needs: at most `maximumConnections` connections at once
+/// (more are closed at once and counted), each closed after `idleSeconds` without a request, and accept(2)
+/// failures (out of descriptors) pause accepting instead of spinning.
 final class MetricsServer: Service, @unchecked Sendable {
+    /// 16, or a quarter of the descriptor limit when that is lower: the video path keeps the rest.
+    static let maximumConnections: Int = {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < 1 << 30 else { return 16 }
+        return max(1, min(16, Int(limit.rlim_cur) / 4))
+    }()
+    static let idleSeconds: Int64 = 10
     let registry: PrometheusCollectorRegistry
     private let address: ListenAddress
     private let group: EventLoopGroup
     private let logger: Logger
+    private let open = NIOLockedValueBox((connections: 0, log: RateLimitedLogger(logger: Logger(label: "streamrecvd"))))
+    private let refused: CoreMetrics.Counter
+    private let acceptErrors: CoreMetrics.Counter
 
     init(address: ListenAddress, registry: PrometheusCollectorRegistry, group: EventLoopGroup, logger: Logger) {
         self.address = address
         self.registry = registry
         self.group = group
         self.logger = logger
+        let factory = Self.factory(registry: registry)
+        refused = CoreMetrics.Counter(label: "streamrecvd_metrics_connections_refused_total", factory: factory)
+        acceptErrors = CoreMetrics.Counter(label: "streamrecvd_metrics_accept_errors_total", factory: factory)
+        open.withLockedValue { $0.log = RateLimitedLogger(logger: logger) }
     }
 
     /// A swift-metrics factory writing into `registry`, with latency buckets suited to video (0.5 ms to 1 s).
@@ -34,14 +57,23 @@ final class MetricsServer: Service, @unchecked Sendable {
     }
 
     func run() async throws {
-        let registry = self.registry
+        let (registry, logger, acceptErrors) = (self.registry, self.logger, self.acceptErrors)
         let channel: Channel
         do {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 16)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelInitializer { channel in
+                .serverChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers(AcceptErrorReporter.handlers(
+                            listener: "metrics endpoint", counter: acceptErrors, logger: logger))
+                    }
+                }
+                .childChannelInitializer { [self] channel in
+                    guard admit(channel) else { return channel.close() }
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                         try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry))
                     }
@@ -55,6 +87,26 @@ final class MetricsServer: Service, @unchecked Sendable {
         try? await gracefulShutdown()
         try? await channel.close()
     }
+
+    /// Counts a new connection in, or refuses it when `maximumConnections` are open.
+    private func admit(_ channel: Channel) -> Bool {
+        let now = MonotonicClock.nanoseconds()
+        let admitted = open.withLockedValue { state -> Bool in
+            guard state.connections < Self.maximumConnections else {
+                state.log.log(.warning, key: "metrics-full", now: now,
+                              "metrics endpoint: \(Self.maximumConnections) connections open; closing new ones (remote \(channel.remoteAddress?.description ?? "unknown"))")
+                return false
+            }
+            state.connections += 1
+            return true
+        }
+        guard admitted else {
+            refused.increment()
+            return false
+        }
+        channel.closeFuture.whenComplete { [open] _ in open.withLockedValue { $0.connections -= 1 } }
+        return true
+    }
 }
 
 /// Answers one request at a time on a keep-alive connection.
@@ -66,6 +118,15 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
     private var head: HTTPRequestHead?
 
     init(registry: PrometheusCollectorRegistry) { self.registry = registry }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Idle for `idleSeconds`: a connection kept open without requests holds a descriptor for nothing.
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {

@@ -1,69 +1,47 @@
+import Decoding
+import Glibc
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SharedFrames
 
-/// Admits one sender at a time per stream, by the stream's `second_sender` policy.
-final class SenderRegistry: Sendable {
-    private struct State {
-        var active: (id: ConnectionID, channel: Channel)?
-        var nextID: ConnectionID = 1
-    }
-    private let state = NIOLockedValueBox(State())
-    let policy: SecondSenderPolicy
-
-    init(policy: SecondSenderPolicy) { self.policy = policy }
-
-    enum Admission {
-        case accepted(ConnectionID, replacing: Channel?)
-        case refused
-    }
-
-    /// Decides for a new connection. An admitted sender holds the stream until its channel closes (not merely
-    /// until it is active: a second connection can arrive before the first one's channel becomes active).
-    func admit(_ channel: Channel) -> Admission {
-        let admission: Admission = state.withLockedValue { state in
-            if state.active != nil, policy == .refuse { return .refused }
-            let replaced = state.active?.channel
-            let id = state.nextID
-            state.nextID += 1
-            state.active = (id, channel)
-            return .accepted(id, replacing: replaced)
-        }
-        if case .accepted(let id, _) = admission {
-            channel.closeFuture.whenComplete { [self] _ in release(id) }
-        }
-        return admission
-    }
-
-    func release(_ id: ConnectionID) {
-        state.withLockedValue { state in
-            if state.active?.id == id { state.active = nil }
-        }
-    }
-
-    func closeActive() {
-        let channel = state.withLockedValue { $0.active?.channel }
-        channel?.close(promise: nil)
-    }
-}
-
-/// Forwards a sender's bytes to the stream's decode thread; closes the connection when the sender goes idle.
+/// Forwards a TCP sender's bytes to the stream's decode thread; closes the connection once it has delivered no
+/// video for `idle_timeout` (bytes that make no valid NAL unit do not count).
 final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 
     private let id: ConnectionID
     private let worker: StreamWorker
+    private let registry: SenderRegistry
+    private let metrics: StreamMetrics
     private let logger: Logger
-    private let idleTimeout: Double
-    private var reason = "sender closed the connection"
+    private var reason = DisconnectReason.closedBySender
+    private var idleCheck: RepeatedTask?
 
-    init(id: ConnectionID, worker: StreamWorker, logger: Logger, idleTimeout: Double) {
+    init(id: ConnectionID, worker: StreamWorker, registry: SenderRegistry, metrics: StreamMetrics, logger: Logger) {
         self.id = id
         self.worker = worker
+        self.registry = registry
+        self.metrics = metrics
         self.logger = logger
-        self.idleTimeout = idleTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let timeout = registry.deadlines.idleTimeout
+        guard timeout > 0 else { return }
+        let channel = context.channel
+        let period = TimeAmount.nanoseconds(Int64(min(1_000_000_000, max(50_000_000, timeout / 4))))
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { [self] _ in
+            guard let quiet = registry.quiet(id, now: MonotonicClock.nanoseconds()), quiet > timeout else { return }
+            reason = .idle(seconds: Double(quiet) / 1e9)
+            metrics.idleDisconnects.increment()
+            channel.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -91,52 +69,70 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            reason = "no data for \(idleTimeout) s (idle_timeout)"
-            context.close(promise: nil)
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        reason = "connection error: \(error)"
+        reason = .connectionError("\(error)")
         context.close(promise: nil)
     }
 }
 
-/// The datagram side (udp:// and rtp://): the first allowed source address is the sender until it goes quiet for
-/// `idle_timeout`; datagrams from other sources are ignored (`second_sender = "refuse"`) or take over. For
-/// rtp:// with `keyframe_request`, RTCP feedback goes back to the sender from the same socket.
+/// The datagram side (udp:// and rtp://). The first allowed source address is the sender; datagrams from other
+/// sources are ignored (`second_sender = "refuse"`) while it delivers video, and take over once it has delivered
+/// none for a moment (a sender that restarted from a new port) or with `second_sender = "takeover"`. A sender
+/// that delivers no video for `idle_timeout` is let go; datagrams from others do not keep it. udp:// carries no
+/// sequence numbers, so every datagram lost on the way in (the kernel's receive buffer overflowed, or the decode
+/// thread was behind) is reported to the decode thread, which flags the frames it damaged. For rtp:// with
+/// `keyframe_request`, RTCP feedback goes back to the sender from the same socket.
 final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
     private let worker: StreamWorker
-    private let logger: Logger
     private let configuration: StreamConfiguration
     private let metrics: StreamMetrics
-    private var active: (id: ConnectionID, source: SocketAddress)?
+    private let activity: SenderActivity
+    private let deadlines: SenderDeadlines
+    /// Bytes each receive buffer holds per datagram: a datagram that fills it may have been cut short.
+    private let messageBytes: Int
+    private var log: RateLimitedLogger
+    private var active: (id: ConnectionID, source: SocketAddress, admittedAt: UInt64)?
     private var nextID: ConnectionID = 1
-    private var refused = 0
-    private var dropped = 0
-    private var disallowed = 0
+    private var idleCheck: RepeatedTask?
+    /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
+    private var kernelDrops: UInt32?
+    private var readingBatch = false
 
-    init(worker: StreamWorker, logger: Logger, configuration: StreamConfiguration, metrics: StreamMetrics) {
+    init(worker: StreamWorker, logger: Logger, configuration: StreamConfiguration, metrics: StreamMetrics,
+         activity: SenderActivity, messageBytes: Int) {
         self.worker = worker
-        self.logger = logger
         self.configuration = configuration
         self.metrics = metrics
+        self.activity = activity
+        self.messageBytes = messageBytes
+        deadlines = SenderDeadlines(idleTimeoutSeconds: configuration.idleTimeout)
+        log = RateLimitedLogger(logger: logger)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         worker.setIdleBarrier(on: context.eventLoop)
+        let period = TimeAmount.nanoseconds(Int64(min(1_000_000_000, max(50_000_000, (deadlines.idleTimeout > 0 ? deadlines.idleTimeout : deadlines.hold) / 4))))
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { [self] _ in
+            guard deadlines.idleTimeout > 0, let current = active else { return }
+            let quiet = quietness(of: current, now: MonotonicClock.nanoseconds())
+            if quiet > deadlines.idleTimeout {
+                metrics.idleDisconnects.increment()
+                end(reason: .idle(seconds: Double(quiet) / 1e9))
+            }
+        }
         guard configuration.keyframeRequest != .none else { return }
         let channel = context.channel
         worker.setFeedbackSender { [self] bytes in
             channel.eventLoop.execute { self.sendFeedback(bytes, on: channel) }
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
     }
 
     /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
@@ -147,64 +143,88 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
         channel.writeAndFlush(envelope, promise: nil)
     }
 
+    private func quietness(of sender: (id: ConnectionID, source: SocketAddress, admittedAt: UInt64), now: UInt64) -> UInt64 {
+        SenderDeadlines.quiet(admittedAt: sender.admittedAt, lastProgress: activity.lastProgress(of: sender.id), now: now)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !readingBatch {
+            readingBatch = true
+            if configuration.listen.transport == .udp { checkKernelDrops(context.channel) }
+        }
         let envelope = unwrapInboundIn(data)
         let source = envelope.remoteAddress
+        let now = MonotonicClock.nanoseconds()
         guard configuration.allow.allows(source) else {
-            disallowed += 1
             metrics.refused(.notAllowed)
-            if disallowed == 1 || disallowed % 1000 == 0 {
-                logger.warning("datagrams from a source outside allow ignored", metadata: [
-                    "remote": "\(source)", "ignored": "\(disallowed)",
-                ])
-            }
+            log.log(.warning, key: "not-allowed", now: now, "datagrams from a source outside allow ignored (latest from \(source))")
             return
         }
         if let current = active, current.source != source {
-            guard configuration.secondSender == .takeover else {
-                refused += 1
+            let quiet = quietness(of: current, now: now)
+            guard configuration.secondSender == .takeover || quiet > deadlines.hold else {
                 metrics.refused(.secondSender)
-                if refused == 1 || refused % 1000 == 0 {
-                    logger.warning("datagrams from a second sender ignored (second_sender = refuse)", metadata: [
-                        "remote": "\(source)", "ignored": "\(refused)",
-                    ])
-                }
+                log.log(.warning, key: "second-sender", now: now,
+                        "datagrams from a second sender ignored while the current one delivers video (second_sender = refuse; latest from \(source))")
                 return
             }
-            logger.warning("new sender takes over from the current one (second_sender = takeover)", metadata: ["remote": "\(source)"])
-            active = nil
+            metrics.takeover(configuration.secondSender == .takeover ? .policy : .stale)
+            log.log(.warning, key: "takeover", now: now, configuration.secondSender == .takeover
+                    ? "datagrams from \(source) take over from \(current.source) (second_sender = takeover)"
+                    : "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(format: "%.1f", Double(quiet) / 1e9)) s")
+            end(reason: .takenOver)
         }
         if active == nil {
-            active = (nextID, source)
+            active = (nextID, source, now)
             nextID += 1
             worker.enqueue(.connected(active!.id, remote: source.description))
         }
+        let id = active!.id
+        // A datagram that filled its buffer may have been longer (the kernel cut it): lost, not decoded damaged.
+        guard envelope.data.readableBytes < messageBytes else {
+            reportLoss(id, datagrams: 1, because: "longer than \(messageBytes) bytes", now: now)
+            return
+        }
         // UDP cannot be slowed down: when the decode thread is behind, the datagram is dropped, not queued.
         guard worker.acceptsMoreBytes else {
-            dropped += 1
-            if dropped == 1 || dropped % 1000 == 0 {
-                logger.warning("decoder behind: datagrams dropped", metadata: ["dropped": "\(dropped)"])
-            }
+            reportLoss(id, datagrams: 1, because: "the decoder is behind", now: now)
             return
         }
         let bytes = worker.bytePool.copy(envelope.data)
-        _ = worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: active!.id)
+        _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            end(reason: "no data for \(configuration.idleTimeout) s (idle_timeout)")
-            return
+    func channelReadComplete(context: ChannelHandlerContext) {
+        readingBatch = false
+        context.fireChannelReadComplete()
+    }
+
+    /// Datagrams the kernel dropped since the last read batch (its receive buffer was full) precede this batch.
+    private func checkKernelDrops(_ channel: Channel) {
+        guard let provider = channel as? SocketOptionProvider else { return }
+        typealias MemoryInfo = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+        let future: EventLoopFuture<MemoryInfo> = provider.unsafeGetSocketOption(
+            level: .socket, name: NIOBSDSocket.Option(rawValue: 55))  // SO_MEMINFO; entry 8 is SK_MEMINFO_DROPS
+        future.whenSuccess { [self] info in
+            defer { kernelDrops = info.8 }
+            guard let previous = kernelDrops, info.8 != previous, let current = active else { return }
+            reportLoss(current.id, datagrams: Int(info.8 &- previous), because: "the receive buffer overflowed",
+                       now: MonotonicClock.nanoseconds())
         }
-        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func reportLoss(_ id: ConnectionID, datagrams: Int, because reason: String, now: UInt64) {
+        metrics.datagramsLost.increment(by: Int64(datagrams))
+        worker.enqueue(.datagramsLost(id, count: datagrams))
+        log.log(.warning, key: "lost-\(reason)", now: now, "\(datagrams) datagram(s) lost: \(reason)")
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        end(reason: "listener closed")
+        end(reason: .listenerClosed)
         context.fireChannelInactive()
     }
 
-    private func end(reason: String) {
+    private func end(reason: DisconnectReason) {
         guard let current = active else { return }
         active = nil
         worker.enqueue(.disconnected(current.id, reason: reason))

@@ -89,6 +89,11 @@ struct ConnectionRateLimiter {
         tokens = Double(rate)
     }
 
+    /// Whether the bucket would be full by `now` (its host has been quiet long enough to be forgotten).
+    func isFull(now: UInt64) -> Bool {
+        last == 0 || tokens >= rate || (now > last && tokens + Double(now - last) * rate / 1e9 >= rate)
+    }
+
     mutating func admit(now: UInt64) -> Bool {
         if last != 0 && now > last { tokens = Swift.min(rate, tokens + Double(now - last) * rate / 1e9) }
         last = now

@@ -1,6 +1,7 @@
 import Bitstream
 import Decoding
 import Glibc
+import SharedFrames
 
 /// Where a stream listens.
 public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
@@ -93,8 +94,14 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var idleFlush = true
     /// The shortest quiet interval that closes an access unit, in seconds (the adaptive interval never goes below).
     public var idleFlushMinimum = 0.0003
-    /// TCP connections accepted per second at most (bursts up to this many); the rest are closed at once.
+    /// TCP connections accepted per second at most from one source address (bursts up to this many); the rest
+    /// are closed at once.
     public var maxConnectionsPerSecond = 20
+    /// The most bytes the stream's ring may take; nil: room for `slots` frames of max_width × max_height in any
+    /// 4:2:0 layout (`FrameRingConfiguration.defaultSizeLimit`). Rings are sized to the frames actually decoded.
+    public var ringSizeLimit: Int?
+    /// udp:// and rtp://: the socket's receive buffer (the kernel caps it at net.core.rmem_max).
+    public var receiveBufferBytes = 8 << 20
 
     public init(name: String, listen: ListenAddress) {
         self.name = name
@@ -115,6 +122,13 @@ public struct StreamConfiguration: Sendable, Equatable {
 
     /// Twice the raw size of the largest allowed 4:2:0 8-bit picture: no real coded picture is larger.
     var defaultMaxAccessUnitBytes: Int { max(1 << 20, maxWidth * maxHeight * 3) }
+
+    /// How the stream's ring is made.
+    public func ring(group: gid_t? = nil) -> FrameRingConfiguration {
+        FrameRingConfiguration(
+            shmName: shmName, streamName: name, slotCount: slots, maxWidth: maxWidth, maxHeight: maxHeight,
+            sizeLimit: ringSizeLimit, mode: shmMode, group: group)
+    }
 }
 
 /// The whole configuration file.

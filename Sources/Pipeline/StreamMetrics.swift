@@ -20,6 +20,14 @@ final class StreamMetrics: Sendable {
         case ringUnavailable = "ring_unavailable"
     }
 
+    /// Why a new sender replaced the current one.
+    enum TakeoverReason: String, CaseIterable, Sendable {
+        /// second_sender = "takeover".
+        case policy
+        /// The current sender had delivered no video for a while.
+        case stale
+    }
+
     /// Why a connection or datagram was turned away before reaching the decoder.
     enum RefusalReason: String, CaseIterable, Sendable {
         /// The source address is not in `allow`.
@@ -46,6 +54,17 @@ final class StreamMetrics: Sendable {
     let ringRecreations: Counter
     /// Access units closed because the transport went quiet after a complete-looking NAL unit.
     let idleFlushes: Counter
+    /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short).
+    let datagramsLost: Counter
+    /// accept(2) failures on the stream's TCP listener (EMFILE, ENFILE, ENOMEM).
+    let acceptErrors: Counter
+    /// rtp://: a new RTP source confirmed after another (new SSRC, or sequence numbers restarted).
+    let rtpSourceChanges: Counter
+    private let rtpDiscarded: [RTPDiscard: Counter]
+    private let ringProblems: [RingProblem: Counter]
+    private let takeovers: [TakeoverReason: Counter]
+    /// Senders let go because they delivered no video for idle_timeout.
+    let idleDisconnects: Counter
     /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
     private let defects: [String: Counter]
     static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit", "premature_idle_flush"]
@@ -85,6 +104,19 @@ final class StreamMetrics: Sendable {
         discardedBytes = counter("discarded_bytes_total")
         ringRecreations = counter("ring_recreations_total")
         idleFlushes = counter("idle_flushes_total")
+        datagramsLost = counter("datagrams_lost_total")
+        acceptErrors = counter("accept_errors_total")
+        rtpSourceChanges = counter("rtp_source_changes_total")
+        idleDisconnects = counter("idle_disconnects_total")
+        rtpDiscarded = Dictionary(uniqueKeysWithValues: [RTPDiscard.probation, .sequenceJump, .otherSource].map {
+            ($0, counter("rtp_packets_discarded_total", [("reason", $0.rawValue)]))
+        })
+        ringProblems = Dictionary(uniqueKeysWithValues: RingProblem.allCases.map {
+            ($0, counter("ring_problems_total", [("kind", $0.rawValue)]))
+        })
+        takeovers = Dictionary(uniqueKeysWithValues: TakeoverReason.allCases.map {
+            ($0, counter("sender_takeovers_total", [("reason", $0.rawValue)]))
+        })
         defects = Dictionary(uniqueKeysWithValues: (AssemblerProblem.Kind.allCases.map(\.rawValue) + Self.splitterDefects).map {
             ($0, counter("stream_defects_total", [("kind", $0)]))
         })
@@ -109,12 +141,19 @@ final class StreamMetrics: Sendable {
 
     func refused(_ reason: RefusalReason) { refused[reason]?.increment() }
 
+    func rtpDiscarded(_ reason: RTPDiscard) { rtpDiscarded[reason]?.increment() }
+
+    func ringProblem(_ problem: RingProblem) { ringProblems[problem]?.increment() }
+
+    func takeover(_ reason: TakeoverReason) { takeovers[reason]?.increment() }
+
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
-                        idleFlushes]
-            + Array(dropped.values) + Array(refused.values) + Array(defects.values) {
+                        idleFlushes, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
+            + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
+            + Array(ringProblems.values) + Array(takeovers.values) {
             counter.destroy()
         }
         for gauge in [hardware, width, height, framesPerSecond, idleFlushInterval] { gauge.destroy() }

@@ -20,9 +20,13 @@ final class StreamPipeline: @unchecked Sendable {
     /// Fires once the listener is bound and the ring exists, or once `run()` has ended (then `isListening` is false).
     let settled = OneShotSignal()
     private let stopRequested = OneShotSignal()
+    /// Set by `stop(removingRing:)`: the stream was removed from the configuration, so its ring goes too.
+    private let removeRing = NIOLockedValueBox(false)
     private let listening = NIOLockedValueBox(false)
     /// Connections refused (allowlist, rate, second sender): logged at most once per 10 s per reason.
-    private let refusals: NIOLockedValueBox<(limiter: ConnectionRateLimiter, log: RateLimitedLogger)>
+    private let refusals: NIOLockedValueBox<(limiter: PerSourceRateLimiter, log: RateLimitedLogger)>
+    /// When the sender last delivered video (reported by the decode thread, read by the listener).
+    private let activity = SenderActivity()
 
     init(
         configuration: StreamConfiguration, group: EventLoopGroup, logger: Logger, inheritedDescriptor: Int32? = nil,
@@ -35,37 +39,46 @@ final class StreamPipeline: @unchecked Sendable {
         var logger = logger
         logger[metadataKey: "stream"] = "\(configuration.name)"
         self.logger = logger
-        refusals = NIOLockedValueBox((ConnectionRateLimiter(perSecond: configuration.maxConnectionsPerSecond),
+        refusals = NIOLockedValueBox((PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond),
                                       RateLimitedLogger(logger: logger)))
     }
 
     /// True between the listener being bound and the stream stopping.
     var isListening: Bool { listening.withLockedValue { $0 } }
 
-    /// Asks this one stream to stop (a reload removed or changed it); `run()` then drains and returns.
-    func stop() { stopRequested.fire() }
+    /// Asks this one stream to stop (a reload removed or changed it); `run()` then drains and returns. A removed
+    /// stream's ring is removed as well; a changed one's is left for its new instance to take over.
+    func stop(removingRing: Bool = false) {
+        removeRing.withLockedValue { $0 = removingRing }
+        stopRequested.fire()
+    }
 
     func run() async throws {
         defer {
             listening.withLockedValue { $0 = false }
             settled.fire()
         }
+        let ringEvents = RingEventReporter(shmName: configuration.shmName, logger: logger, metrics: metrics)
         let writer: FrameRingWriter
         do {
-            writer = try makeWriter()
+            writer = try makeWriter(events: ringEvents)
         } catch {
             if let inheritedDescriptor { close(inheritedDescriptor) }
             throw error
         }
-        let worker = StreamWorker(configuration: configuration, writer: writer, logger: logger, metrics: metrics)
+        let worker = StreamWorker(configuration: configuration, writer: writer, ringEvents: ringEvents, activity: activity,
+                                  logger: logger, metrics: metrics)
         worker.start()
         self.worker.withLockedValue { $0 = worker }
-        let registry = SenderRegistry(policy: configuration.secondSender)
+        let registry = SenderRegistry(policy: configuration.secondSender, activity: activity,
+                                      deadlines: SenderDeadlines(idleTimeoutSeconds: configuration.idleTimeout))
         let channel: Channel
         do {
             channel = try await bind(worker: worker, registry: registry)
         } catch {
+            // The ring goes with the stream that never started: its descriptor and mapping are not left behind.
             worker.stopAndWait()
+            writer.close(removingName: true)
             logger.error("cannot listen on \(configuration.listen): \(error)")
             throw error
         }
@@ -89,8 +102,14 @@ final class StreamPipeline: @unchecked Sendable {
         try? await channel.close()
         registry.closeActive()
         worker.stopAndWait()
-        logger.info("stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
+        // Let go of the ring now, not whenever the last reference goes: a changed stream's new instance takes it.
+        let removing = removeRing.withLockedValue { $0 }
+        writer.close(removingName: removing)
+        logger.info(removing ? "stopped; /dev/shm/\(configuration.shmName) removed" : "stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
     }
+
+    /// Why the stream has no usable ring, if it has none (for STATUS lines).
+    var ringProblem: String? { worker.withLockedValue { $0?.ringEvents.problem } }
 
     /// What the stream is doing now (for STATUS lines).
     var snapshot: StreamSnapshot {
@@ -102,28 +121,26 @@ final class StreamPipeline: @unchecked Sendable {
         worker.withLockedValue { $0?.isHealthy(stallLimitNanoseconds: limit) } ?? true
     }
 
-    private func makeWriter() throws -> FrameRingWriter {
+    private func makeWriter(events: RingEventReporter) throws -> FrameRingWriter {
         var group: gid_t?
         if let name = configuration.shmGroup, let entry = getgrnam(name) { group = entry.pointee.gr_gid }
-        let ring = FrameRingConfiguration(
-            shmName: configuration.shmName, streamName: configuration.name, slotCount: configuration.slots,
-            maxWidth: configuration.maxWidth, maxHeight: configuration.maxHeight, mode: configuration.shmMode,
-            group: group)
-        let writer = try FrameRingWriter(configuration: ring)
-        logger.info(writer.tookOver ? "took over the existing frame ring" : "created the frame ring", metadata: [
-            "shm": "/dev/shm/\(configuration.shmName)", "slots": "\(configuration.slots)",
-            "max_size": "\(configuration.maxWidth)x\(configuration.maxHeight)",
-        ])
-        return writer
+        return try FrameRingWriter(configuration: configuration.ring(group: group)) { events.report($0) }
     }
 
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Channel {
         if configuration.listen.transport.isDatagram { return try await bindDatagrams(worker: worker) }
         let configuration = self.configuration
         let logger = self.logger
+        let metrics = self.metrics
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 16)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers(AcceptErrorReporter.handlers(
+                        listener: "stream \(configuration.name)", counter: metrics.acceptErrors, logger: logger))
+                }
+            }
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
@@ -136,25 +153,22 @@ final class StreamPipeline: @unchecked Sendable {
                     refuse(refusal, remote: channel.remoteAddress)
                     return channel.close()
                 }
-                switch registry.admit(channel) {
+                switch registry.admit(channel, now: MonotonicClock.nanoseconds()) {
                 case .refused:
                     refuse(.secondSender, remote: channel.remoteAddress)
                     return channel.close()
-                case .accepted(let id, let replaced):
+                case .accepted(let id, let replaced, let staleFor):
                     if let replaced {
-                        logger.warning("new sender takes over from the current one (second_sender = takeover)",
-                                       metadata: ["remote": "\(channel.remoteAddress?.description ?? "unknown")"])
+                        metrics.takeover(staleFor == nil ? .policy : .stale)
+                        let why = staleFor.map { "the current one delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s" }
+                            ?? "second_sender = takeover"
+                        logRefusal(key: "takeover", "new sender takes over (\(why)) (remote \(channel.remoteAddress?.description ?? "unknown"))")
                         replaced.close(promise: nil)
                     }
                     Self.enableKeepaliveProbes(channel)
                     return channel.eventLoop.makeCompletedFuture {
-                        if configuration.idleTimeout > 0 {
-                            try channel.pipeline.syncOperations.addHandler(
-                                IdleStateHandler(readTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9))))
-                        }
                         try channel.pipeline.syncOperations.addHandler(SenderHandler(
-                            id: id, worker: worker, logger: logger,
-                            idleTimeout: configuration.idleTimeout))
+                            id: id, worker: worker, registry: registry, metrics: metrics, logger: logger))
                     }
                 }
             }
@@ -172,19 +186,17 @@ final class StreamPipeline: @unchecked Sendable {
         let logger = self.logger
         let metrics = self.metrics
         let (messages, messageBytes) = configuration.listen.transport == .rtp ? (16, 9216) : (8, 65536)
+        let activity = self.activity
+        // No SO_REUSEADDR: with it, any local user could bind the same port and receive the stream.
         let bootstrap = DatagramBootstrap(group: group)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(.socketOption(.so_rcvbuf), value: 8 << 20)
+            .channelOption(.socketOption(.so_rcvbuf), value: configuration.receiveBufferBytes)
             .channelOption(.datagramVectorReadMessageCount, value: messages)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: messages * messageBytes))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if configuration.idleTimeout > 0 {
-                        try channel.pipeline.syncOperations.addHandler(
-                            IdleStateHandler(readTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9))))
-                    }
                     try channel.pipeline.syncOperations.addHandler(DatagramSenderHandler(
-                        worker: worker, logger: logger, configuration: configuration, metrics: metrics))
+                        worker: worker, logger: logger, configuration: configuration, metrics: metrics,
+                        activity: activity, messageBytes: messageBytes))
                 }
             }
         if let inheritedDescriptor {
@@ -197,7 +209,7 @@ final class StreamPipeline: @unchecked Sendable {
     private func screen(_ channel: Channel) -> StreamMetrics.RefusalReason? {
         if !configuration.allow.allows(channel.remoteAddress) { return .notAllowed }
         let now = MonotonicClock.nanoseconds()
-        return refusals.withLockedValue { $0.limiter.admit(now: now) } ? nil : .rateLimited
+        return refusals.withLockedValue { $0.limiter.admit(channel.remoteAddress, now: now) } ? nil : .rateLimited
     }
 
     private func refuse(_ reason: StreamMetrics.RefusalReason, remote: SocketAddress?) {
@@ -205,11 +217,15 @@ final class StreamPipeline: @unchecked Sendable {
         let message: String
         switch reason {
         case .notAllowed: message = "connection refused: source not in allow"
-        case .rateLimited: message = "connection refused: over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
-        case .secondSender: message = "second sender refused: the stream already has a sender (second_sender = refuse)"
+        case .rateLimited: message = "connection refused: this source is over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
+        case .secondSender: message = "second sender refused: the current sender is delivering video (second_sender = refuse)"
         }
+        logRefusal(key: reason.rawValue, "\(message) (remote \(remote?.description ?? "unknown"))")
+    }
+
+    private func logRefusal(key: String, _ message: String) {
         let now = MonotonicClock.nanoseconds()
-        refusals.withLockedValue { $0.log.log(.warning, key: reason.rawValue, now: now, "\(message) (remote \(remote?.description ?? "unknown"))") }
+        refusals.withLockedValue { $0.log.log(.warning, key: key, now: now, message) }
     }
 
     /// A sender whose host vanished (no FIN) is detected within about a minute even with idle_timeout = 0.

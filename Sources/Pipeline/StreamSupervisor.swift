@@ -19,6 +19,9 @@ final class StreamSupervisor: Service, @unchecked Sendable {
     /// pipeline instance a duplicate, so that a stream restarted by a reload can listen on it again.
     private let inherited: [String: Int32]
     private let state: NIOLockedValueBox<(configuration: DaemonConfiguration, running: [Running])>
+    /// Streams of the configuration that could not start (a reload added or changed them), with why: shown in
+    /// STATUS lines, and started again by the next reload even if their settings did not change.
+    private let failures = NIOLockedValueBox<[String: String]>([:])
 
     private struct Running {
         var pipeline: StreamPipeline
@@ -41,6 +44,11 @@ final class StreamSupervisor: Service, @unchecked Sendable {
 
     /// The streams running now, in configuration order.
     var pipelines: [StreamPipeline] { state.withLockedValue { $0.running.map(\.pipeline) } }
+
+    /// Configured streams that are not running, and why.
+    var failedStreams: [(name: String, reason: String)] {
+        failures.withLockedValue { $0.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
+    }
 
     /// Returns true once every stream of the initial configuration listens; false if one could not start.
     func initialStreamsSettled(count: Int) async -> Bool {
@@ -101,7 +109,10 @@ final class StreamSupervisor: Service, @unchecked Sendable {
         let finished = OneShotSignal()
         state.withLockedValue { $0.running.append(Running(pipeline: pipeline, metrics: metrics, finished: finished)) }
         let logger = self.logger
-        tasks.addTask { [state] in
+        let startFailures = Counter(label: "streamrecvd_stream_start_failures_total", dimensions: [("stream", stream.name)],
+                                    factory: metricsFactory)
+        failures.withLockedValue { $0[stream.name] = nil }
+        tasks.addTask { [state, failures] in
             defer {
                 state.withLockedValue { $0.running.removeAll { $0.pipeline === pipeline } }
                 finished.fire()
@@ -110,6 +121,8 @@ final class StreamSupervisor: Service, @unchecked Sendable {
                 try await pipeline.run()
             } catch {
                 logger.error("stream \(stream.name) could not start: \(error)")
+                startFailures.increment()
+                failures.withLockedValue { $0[stream.name] = "\(error)" }
                 if fatal { events.yield(.failed(error)) }
             }
         }
@@ -134,7 +147,8 @@ final class StreamSupervisor: Service, @unchecked Sendable {
             return
         }
         let (previous, running) = state.withLockedValue { ($0.configuration, $0.running) }
-        let plan = ReloadPlan(from: previous.streams, to: next.streams)
+        let failed = Set(failures.withLockedValue { Array($0.keys) })
+        let plan = ReloadPlan(from: previous.streams, to: next.streams, failed: failed)
         if next.metrics != previous.metrics {
             logger.warning("reload: a changed [daemon] metrics address takes effect at the next restart")
         }
@@ -143,18 +157,25 @@ final class StreamSupervisor: Service, @unchecked Sendable {
         }
         // Stop first (removed and changed streams), so a changed stream's new instance can take its ring and port.
         let stopping = running.filter { plan.stop.contains($0.pipeline.configuration.name) }
-        for entry in stopping { entry.pipeline.stop() }
+        for entry in stopping { entry.pipeline.stop(removingRing: plan.removed.contains(entry.pipeline.configuration.name)) }
         for entry in stopping {
             await entry.finished.wait()
             entry.metrics.destroy()
         }
         state.withLockedValue { $0.configuration = next }
+        failures.withLockedValue { failures in failures = failures.filter { name, _ in next.streams.contains { $0.name == name } } }
         var started: [StreamPipeline] = []
         for stream in next.streams where plan.start.contains(stream.name) {
             started.append(start(stream, in: &tasks, events: events, fatal: false))
         }
         for pipeline in started { await pipeline.settled.wait() }
-        logger.notice("reloaded \(configurationPath): \(plan.summary)")
+        let notStarted = started.filter { !$0.isListening }.map(\.configuration.name)
+        if notStarted.isEmpty {
+            logger.notice("reloaded \(configurationPath): \(plan.summary)")
+        } else {
+            // The daemon runs on (and says READY), but the log and STATUS= say which streams are down and why.
+            logger.error("reloaded \(configurationPath) with errors: \(plan.summary); not running: \(notStarted.joined(separator: ", ")) (see above; the next reload retries)")
+        }
     }
 }
 
@@ -165,10 +186,11 @@ struct ReloadPlan: Equatable {
     var changed: [String] = []
     var unchanged: [String] = []
 
-    init(from old: [StreamConfiguration], to new: [StreamConfiguration]) {
+    /// - Parameter failed: streams that are configured but not running: started again even if unchanged.
+    init(from old: [StreamConfiguration], to new: [StreamConfiguration], failed: Set<String> = []) {
         for stream in new {
             if let before = old.first(where: { $0.name == stream.name }) {
-                if before == stream { unchanged.append(stream.name) } else { changed.append(stream.name) }
+                if before == stream && !failed.contains(stream.name) { unchanged.append(stream.name) } else { changed.append(stream.name) }
             } else {
                 added.append(stream.name)
             }

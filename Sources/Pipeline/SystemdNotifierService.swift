@@ -69,13 +69,15 @@ final class SystemdNotifierService: Service, @unchecked Sendable {
             let name = pipeline.configuration.name
             frames[name] = snapshot.framesPublished
             var text = "\(name): \(snapshot.state)"
-            guard snapshot.state == "streaming" else { return text }
+            if let problem = pipeline.ringProblem { return text + " (\(problem))" }
+            guard snapshot.state == .streaming else { return text }
             if let codec = snapshot.codec { text += " \(codec)" }
             if let size = snapshot.size { text += " \(size)" }
             let fps = Double(snapshot.framesPublished - (previous[name] ?? snapshot.framesPublished)) / max(seconds, 0.001)
             text += " \(Int(fps.rounded())) fps \(snapshot.path)"
             return text
         }
-        return (parts.joined(separator: "; "), frames)
+        let failed = supervisor.failedStreams.map { "\($0.name): not running (\($0.reason))" }
+        return ((parts + failed).joined(separator: "; "), frames)
     }
 }

@@ -4,6 +4,8 @@ import Glibc
 /// Stream state as the ABI's `enum streamrecv_stream_state`.
 public enum StreamState: UInt32, Sendable, CustomStringConvertible {
     case starting = 0, waiting = 1, streaming = 2, degraded = 3, stopped = 4
+    /// The writer moved the stream to a new object under the same name: readers open the name again.
+    case replaced = 5
 
     public var description: String {
         switch self {
@@ -12,6 +14,7 @@ public enum StreamState: UInt32, Sendable, CustomStringConvertible {
         case .streaming: return "streaming"
         case .degraded: return "degraded"
         case .stopped: return "stopped"
+        case .replaced: return "replaced"
         }
     }
 }
@@ -27,7 +30,9 @@ public struct FrameFlags: OptionSet, Sendable, Hashable {
     public static let verticalFlip = Self(rawValue: 1 << 4)
 }
 
-/// Sizes and offsets of one ring object, derived from its configuration (see streamrecv_shm.h).
+/// Sizes and offsets of one ring object (see streamrecv_shm.h). The writer derives them from the slot count and the
+/// capacity the current format needs; a reader takes them from a header validated against its mapping
+/// (`streamrecv_shm_check_header`) and never reads the header's geometry again.
 struct RingGeometry: Equatable {
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
@@ -42,17 +47,54 @@ struct RingGeometry: Equatable {
         self.slotCount = slotCount
         slotTableOffset = Int(STREAMRECV_SHM_HEADER_SIZE)
         slotDataOffset = Self.roundUp(slotTableOffset + slotCount * Int(STREAMRECV_SHM_SLOT_SIZE))
-        slotDataCapacity = slotCapacity
         slotDataStride = Self.roundUp(slotCapacity)
+        slotDataCapacity = slotDataStride
         totalSize = slotDataOffset + slotCount * slotDataStride
+    }
+
+    /// The geometry of a mapped header, or why it is not a ring that fits in `mappedSize` bytes.
+    static func validated(_ header: UnsafePointer<streamrecv_shm_header>, mappedSize: Int) -> Result<RingGeometry, RingDefect> {
+        var checked = streamrecv_shm_geometry()
+        if let reason = streamrecv_shm_check_header(header, UInt64(mappedSize), &checked) {
+            return .failure(RingDefect(reason: String(cString: reason)))
+        }
+        // Every value is now at most mappedSize, so it fits in an Int.
+        return .success(RingGeometry(
+            slotCount: Int(checked.slot_count), slotTableOffset: Int(checked.slot_table_offset),
+            slotDataOffset: Int(checked.slot_data_offset), slotDataStride: Int(checked.slot_data_stride),
+            slotDataCapacity: Int(checked.slot_data_capacity), totalSize: Int(checked.total_size)))
+    }
+
+    private init(slotCount: Int, slotTableOffset: Int, slotDataOffset: Int, slotDataStride: Int, slotDataCapacity: Int, totalSize: Int) {
+        self.slotCount = slotCount
+        self.slotTableOffset = slotTableOffset
+        self.slotDataOffset = slotDataOffset
+        self.slotDataStride = slotDataStride
+        self.slotDataCapacity = slotDataCapacity
+        self.totalSize = totalSize
+    }
+
+    /// The C view, for `streamrecv_shm_check_slot`.
+    var checked: streamrecv_shm_geometry {
+        streamrecv_shm_geometry(
+            slot_count: UInt32(slotCount), reserved: 0, slot_table_offset: UInt64(slotTableOffset),
+            slot_data_offset: UInt64(slotDataOffset), slot_data_stride: UInt64(slotDataStride),
+            slot_data_capacity: UInt64(slotDataCapacity), total_size: UInt64(totalSize))
     }
 
     static func roundUp(_ value: Int) -> Int { (value + pageSize - 1) / pageSize * pageSize }
 }
 
-/// Pointers into a mapped ring, computed from the C struct layout (never from Swift guesses).
+/// Why a shared-memory object is not a usable ring.
+struct RingDefect: Error, Sendable {
+    var reason: String
+}
+
+/// Pointers into a mapped ring: header fields from the C struct layout, slots from a geometry the caller trusts
+/// (its own, or one validated against the mapping).
 struct RingPointers {
     let base: UnsafeMutableRawPointer
+    let geometry: RingGeometry
 
     var header: UnsafeMutablePointer<streamrecv_shm_header> {
         base.assumingMemoryBound(to: streamrecv_shm_header.self)
@@ -63,12 +105,11 @@ struct RingPointers {
     }
 
     func slot(_ index: Int) -> UnsafeMutablePointer<streamrecv_shm_slot> {
-        let offset = Int(header.pointee.slot_table_offset) + index * Int(STREAMRECV_SHM_SLOT_SIZE)
-        return (base + offset).assumingMemoryBound(to: streamrecv_shm_slot.self)
+        (base + geometry.slotTableOffset + index * Int(STREAMRECV_SHM_SLOT_SIZE)).assumingMemoryBound(to: streamrecv_shm_slot.self)
     }
 
     func slotData(_ index: Int) -> UnsafeMutableRawPointer {
-        base + Int(header.pointee.slot_data_offset) + index * Int(header.pointee.slot_data_stride)
+        base + geometry.slotDataOffset + index * geometry.slotDataStride
     }
 }
 

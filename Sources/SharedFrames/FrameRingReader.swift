@@ -27,6 +27,7 @@ public struct FrameInfo: Sendable, Equatable {
 public struct RingStatus: Sendable {
     public var streamName: String
     public var codec: String
+    /// What the header says; see `writerAlive` for whether anyone still writes it.
     public var state: StreamState
     public var writerPID: UInt32
     public var writerEpoch: UInt64
@@ -41,6 +42,12 @@ public struct RingStatus: Sendable {
     public var ptsClockRate: UInt32 = 0
     /// CLOCK_MONOTONIC time the newest frame was published (0 when none, or when it is being overwritten).
     public var latestPublishedNanoseconds: UInt64
+    /// Bytes of the shared-memory object.
+    public var objectSize: Int = 0
+    /// The user who created the object (only objects of the daemon's user are rings it writes).
+    public var ownerUID: UInt32 = 0
+    /// Whether a writer holds the ring now: false after the daemon died, whatever `state` says.
+    public var writerAlive = true
 }
 
 public enum ReadOutcome: Sendable, Equatable {
@@ -77,12 +84,15 @@ public enum AttachError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// The reading side of a frame ring: maps it read-only, never writes, never slows the writer.
-/// Follows the writer across restarts: when the object behind the name is replaced, `reattachIfReplaced()`
-/// maps the new one.
+/// The reading side of a frame ring: maps it read-only, never writes, never slows the writer. The header is
+/// untrusted (anyone can create an object under /dev/shm): its geometry is validated once against the mapping
+/// and only the validated values are used; each slot is checked before its planes are; an object that shrinks
+/// under the mapping turns into `.invalid` instead of SIGBUS. Follows the writer across restarts and across
+/// moves to a new object (`reattachIfReplaced()`).
 public final class FrameRingReader: @unchecked Sendable {
     public let shmName: String
     private var object: SharedMemoryObject
+    private var geometry: RingGeometry
     /// Frames skipped because the writer lapped this reader.
     public private(set) var lappedFrames: UInt64 = 0
     /// Reads retried because the slot was being written.
@@ -90,81 +100,83 @@ public final class FrameRingReader: @unchecked Sendable {
 
     public init(shmName: String) throws(AttachError) {
         self.shmName = shmName
-        object = try Self.attach(shmName)
+        (object, geometry) = try Self.attach(shmName)
     }
 
-    private static func attach(_ name: String) throws(AttachError) -> SharedMemoryObject {
+    private static func attach(_ name: String) throws(AttachError) -> (SharedMemoryObject, RingGeometry) {
         let object: SharedMemoryObject
         do { object = try SharedMemoryObject.openForReading(name: name) } catch { throw .sharedMemory(error) }
-        let problem: String? = object.withMapping { base in
-            let header = RingPointers(base: base).header.pointee
-            if streamrecv_shm_load_u64(RingPointers(base: base).headerField(\.magic, as: UInt64.self)) != STREAMRECV_SHM_MAGIC {
-                return "no magic (not initialised yet?)"
-            }
-            if header.abi_version != STREAMRECV_SHM_ABI_VERSION { return "ABI version \(header.abi_version)" }
-            if header.header_size != STREAMRECV_SHM_HEADER_SIZE || header.slot_size != STREAMRECV_SHM_SLOT_SIZE {
-                return "unexpected header or slot size"
-            }
-            let tableEnd = header.slot_table_offset + UInt64(header.slot_count) * UInt64(header.slot_size)
-            let dataEnd = header.slot_data_offset + UInt64(header.slot_count) * header.slot_data_stride
-            if header.slot_count == 0 || header.total_size > UInt64(object.size) || tableEnd > header.slot_data_offset
-                || dataEnd > header.total_size || header.slot_data_capacity > header.slot_data_stride {
-                return "inconsistent sizes"
-            }
-            return nil
+        let result = object.withMapping { base in
+            RingGeometry.validated(base.assumingMemoryBound(to: streamrecv_shm_header.self), mappedSize: object.size)
         }
-        if let problem { throw .notARing(name: name, reason: problem) }
-        return object
+        if object.faulted { throw .notARing(name: name, reason: "it shrank while being read") }
+        switch result {
+        case .success(let geometry): return (object, geometry)
+        case .failure(let defect): throw .notARing(name: name, reason: defect.reason)
+        }
     }
 
-    /// Whether the process that last attached as the writer still exists.
+    /// Whether a writer holds the ring now (its lock; a daemon killed with SIGKILL holds none). Falls back to the
+    /// header's pid where the lock cannot be tested.
     public var writerIsAlive: Bool {
-        let pid = pid_t(status.writerPID)
+        if let present = object.writerPresent { return present }
+        let pid = pid_t(bitPattern: status.writerPID)
         return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
     }
 
-    /// Maps the object now behind the name if it is not the one we have (the daemon re-created it).
+    /// Maps the object now behind the name if it is not the one we have (the daemon re-created or replaced it).
     /// Returns true when it switched.
     @discardableResult
     public func reattachIfReplaced() -> Bool {
-        guard let inode = SharedMemoryObject.currentInode(name: shmName), inode != object.inode,
+        guard case .object(let identity) = SharedMemoryObject.lookup(shmName), identity != object.identity,
               let replacement = try? Self.attach(shmName) else { return false }
-        object = replacement
+        (object, geometry) = replacement
         return true
     }
 
+    /// Size of the mapped object in bytes.
+    public var objectSize: Int { object.size }
+
     public var status: RingStatus {
         object.withMapping { base in
-            let ring = RingPointers(base: base)
+            let ring = RingPointers(base: base, geometry: geometry)
             let header = ring.header.pointee
             let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
             var published: UInt64 = 0
-            if latest > 0, header.slot_count > 0, object.currentSize >= object.size {
-                let slot = UnsafePointer(ring.slot(Int((latest - 1) % UInt64(header.slot_count))))
+            if latest > 0 {
+                let slot = UnsafePointer(ring.slot(Int((latest - 1) % UInt64(geometry.slotCount))))
                 let begin = streamrecv_shm_read_begin(slot)
                 let time = slot.pointee.time_published_ns
                 if slot.pointee.sequence == latest && streamrecv_shm_read_end(slot, begin) != 0 { published = time }
             }
+            let state = streamrecv_shm_load_u32(ring.headerField(\.stream_state, as: UInt32.self))
             return RingStatus(
                 streamName: CString.read(header.stream_name), codec: CString.read(header.codec),
-                state: StreamState(rawValue: streamrecv_shm_load_u32(ring.headerField(\.stream_state, as: UInt32.self))) ?? .stopped,
+                state: StreamState(rawValue: state) ?? .stopped,
                 writerPID: header.writer_pid,
                 writerEpoch: streamrecv_shm_load_u64(ring.headerField(\.writer_epoch, as: UInt64.self)),
                 generation: streamrecv_shm_load_u64(ring.headerField(\.generation, as: UInt64.self)),
                 latestSequence: latest,
-                slotCount: Int(header.slot_count), slotCapacity: Int(header.slot_data_capacity),
+                slotCount: geometry.slotCount, slotCapacity: geometry.slotDataCapacity,
                 maxWidth: Int(header.max_width), maxHeight: Int(header.max_height), counters: ring.loadCounters(),
-                ptsClockRate: header.pts_clock_rate, latestPublishedNanoseconds: published)
+                ptsClockRate: header.pts_clock_rate, latestPublishedNanoseconds: published,
+                objectSize: object.size, ownerUID: object.owner, writerAlive: writerIsAlive)
         }
     }
 
     public var latestSequence: UInt64 {
-        object.withMapping { streamrecv_shm_load_u64(RingPointers(base: $0).headerField(\.latest_sequence, as: UInt64.self)) }
+        object.withMapping { streamrecv_shm_load_u64(RingPointers(base: $0, geometry: geometry).headerField(\.latest_sequence, as: UInt64.self)) }
+    }
+
+    /// The state the header says now (`.replaced`: the stream moved to a new object).
+    public var state: StreamState {
+        let raw = object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0, geometry: geometry).headerField(\.stream_state, as: UInt32.self)) }
+        return StreamState(rawValue: raw) ?? .stopped
     }
 
     /// The futex word's current value, to pass to `wait(seen:timeoutNanoseconds:)`.
     public var wakeWord: UInt32 {
-        object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0).headerField(\.wake_word, as: UInt32.self)) }
+        object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0, geometry: geometry).headerField(\.wake_word, as: UInt32.self)) }
     }
 
     /// Sleeps until the writer publishes or changes state after `seen` was read, or the timeout passes.
@@ -172,7 +184,8 @@ public final class FrameRingReader: @unchecked Sendable {
     @discardableResult
     public func wait(seen: UInt32, timeoutNanoseconds: Int64) -> Bool {
         object.withMapping { base in
-            streamrecv_shm_wait(RingPointers(base: base).header, seen, timeoutNanoseconds) != ETIMEDOUT
+            // A futex on a page the object no longer has fails with EFAULT (no signal): treated as a wake-up.
+            streamrecv_shm_wait(RingPointers(base: base, geometry: geometry).header, seen, timeoutNanoseconds) != ETIMEDOUT
         }
     }
 
@@ -198,29 +211,29 @@ public final class FrameRingReader: @unchecked Sendable {
     public func withFrame<Result>(
         sequence: UInt64, _ body: (FrameInfo, UnsafeRawBufferPointer) throws -> Result
     ) rethrows -> ZeroCopyOutcome<Result> {
-        // A truncated object would raise SIGBUS on access: check before touching the slots.
-        guard object.currentSize >= object.size else { return .invalid }
-        return try object.withMapping { base in
-            let ring = RingPointers(base: base)
-            let header = ring.header.pointee
+        // The stream moved to a new object since the last read: read from that one.
+        if state == .replaced { reattachIfReplaced() }
+        let outcome: ZeroCopyOutcome<Result> = try object.withMapping { base in
+            let ring = RingPointers(base: base, geometry: geometry)
             let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
             guard sequence > 0, sequence <= latest else { return .notYetPublished }
-            let count = UInt64(header.slot_count)
+            let count = UInt64(geometry.slotCount)
             if latest - sequence >= count { return .lapped(oldestAvailable: latest - count + 1) }
             let index = Int((sequence - 1) % count)
             let slot = UnsafePointer(ring.slot(index))
             let begin = streamrecv_shm_read_begin(slot)
             if begin == 0 { return .torn }
-            let copy = slot.pointee
+            var copy = slot.pointee
             guard copy.sequence == sequence else {
-                return copy.sequence > sequence ? .lapped(oldestAvailable: latest - count + 1) : .torn
+                guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }
+                if copy.sequence > sequence { return .lapped(oldestAvailable: latest - count + 1) }
+                // Older than latest says: this object began after that frame (the writer moved to it).
+                return .lapped(oldestAvailable: oldestHeld(after: sequence, latest: latest, ring: ring))
             }
-            guard let format = PixelFormat(rawValue: copy.pixel_format), copy.width > 0, copy.height > 0,
-                  copy.width <= 65535, copy.height <= 65535 else {
-                return streamrecv_shm_read_end(slot, begin) != 0 ? .invalid : .torn
-            }
-            let layout = FrameLayout(format: format, width: Int(copy.width), height: Int(copy.height))
-            guard layout.byteCount <= Int(header.slot_data_capacity), copy.data_size == UInt64(layout.byteCount) else {
+            var checked = geometry.checked
+            guard let format = PixelFormat(rawValue: copy.pixel_format), streamrecv_shm_check_slot(&copy, &checked) == nil,
+                  case let layout = FrameLayout(format: format, width: Int(copy.width), height: Int(copy.height)),
+                  layout.byteCount <= geometry.slotDataCapacity, copy.data_size == UInt64(layout.byteCount) else {
                 return streamrecv_shm_read_end(slot, begin) != 0 ? .invalid : .torn
             }
             let info = FrameInfo(
@@ -234,12 +247,29 @@ public final class FrameRingReader: @unchecked Sendable {
             guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }
             return .frame(info, result)
         }
+        // Shrunk under us: what was copied may be zeros, and the object is useless.
+        return object.faulted ? .invalid : outcome
+    }
+
+    /// The oldest frame after `sequence` this object holds (one the writer began it with), or `latest + 1`.
+    private func oldestHeld(after sequence: UInt64, latest: UInt64, ring: RingPointers) -> UInt64 {
+        var oldest = latest + 1
+        for index in 0..<geometry.slotCount {
+            let slot = UnsafePointer(ring.slot(index))
+            let begin = streamrecv_shm_read_begin(slot)
+            let held = slot.pointee.sequence
+            if streamrecv_shm_read_end(slot, begin) != 0, held > sequence, held < oldest { oldest = held }
+        }
+        return oldest
     }
 
     public enum NextOutcome: Sendable, Equatable {
         case frame(FrameInfo)
         case timedOut
         case stopped
+        /// The slot of frame `sequence` does not hold a valid frame (a damaged or forged ring), and no writer put
+        /// a new ring in its place.
+        case invalidFrame(sequence: UInt64)
     }
 
     /// The frame after `previous`, waiting up to `timeoutNanoseconds` for it. Skips ahead (counting
@@ -269,17 +299,22 @@ public final class FrameRingReader: @unchecked Sendable {
                 }
                 continue
             case .invalid:
-                if !reattachIfReplaced() { return .stopped }
+                // A damaged or shrunk object: the writer puts a new one under the name; wait for it a little.
+                if reattachIfReplaced() { continue }
+                if MonotonicClock.nanoseconds() >= deadline || !writerIsAlive { return .invalidFrame(sequence: wanted) }
+                usleep(10_000)
                 continue
             case .notYetPublished:
                 if latestSequence + 1 < wanted {
                     // The writer restarted with a fresh object (sequence numbers began again).
                     wanted = latestSequence + 1
                 }
-                if stopWhenStopped && status.state == .stopped { return .stopped }
+                let state = self.state
+                if state == .replaced && reattachIfReplaced() { continue }
+                if stopWhenStopped && state == .stopped { return .stopped }
                 let now = MonotonicClock.nanoseconds()
                 if now >= deadline { return .timedOut }
-                let slice = min(Int64(deadline - now), 200_000_000)
+                let slice = min(Int64(deadline - now), state == .replaced ? 10_000_000 : 200_000_000)
                 if !wait(seen: seen, timeoutNanoseconds: slice) { reattachIfReplaced() }
             }
         }

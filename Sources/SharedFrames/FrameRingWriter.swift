@@ -7,26 +7,45 @@ public struct FrameRingConfiguration: Sendable, Equatable {
     /// Object name under /dev/shm, without the leading slash.
     public var shmName: String
     public var streamName: String
+    /// Slots wanted; fewer (at least 2) when a format needs more than `sizeLimit` for this many.
     public var slotCount: Int
     public var maxWidth: Int
     public var maxHeight: Int
-    /// Pixel bytes each slot holds; frames needing more are refused.
-    public var slotCapacity: Int
+    /// The most bytes the object may take, header included.
+    public var sizeLimit: Int
     public var mode: mode_t
     public var group: gid_t?
 
     public init(
         shmName: String, streamName: String, slotCount: Int, maxWidth: Int, maxHeight: Int,
-        slotCapacity: Int? = nil, mode: mode_t = 0o640, group: gid_t? = nil
+        sizeLimit: Int? = nil, mode: mode_t = 0o640, group: gid_t? = nil
     ) {
         self.shmName = shmName
         self.streamName = streamName
         self.slotCount = slotCount
         self.maxWidth = maxWidth
         self.maxHeight = maxHeight
-        self.slotCapacity = slotCapacity ?? FrameLayout.defaultCapacity(maxWidth: maxWidth, maxHeight: maxHeight)
+        self.sizeLimit = sizeLimit ?? Self.defaultSizeLimit(slotCount: slotCount, maxWidth: maxWidth, maxHeight: maxHeight)
         self.mode = mode
         self.group = group
+    }
+
+    /// Room for `slotCount` frames of `maxWidth` × `maxHeight` in any 4:2:0 layout up to 16-bit samples: 4:2:2
+    /// and 4:4:4 of that size at more than 8 bits get fewer slots.
+    public static func defaultSizeLimit(slotCount: Int, maxWidth: Int, maxHeight: Int) -> Int {
+        RingGeometry(slotCount: slotCount, slotCapacity: FrameLayout.defaultCapacity(maxWidth: maxWidth, maxHeight: maxHeight)).totalSize
+    }
+
+    /// The object's size for frames needing `frameBytes` (header, slot table, slots), and the slots it has.
+    public func ringSize(frameBytes: Int) -> (bytes: Int, slots: Int)? {
+        slots(forCapacity: frameBytes).map { (RingGeometry(slotCount: $0, slotCapacity: frameBytes).totalSize, $0) }
+    }
+
+    /// As many slots as wanted, or as fit in `sizeLimit` (at least 2); nil when not even 2 fit.
+    func slots(forCapacity capacity: Int) -> Int? {
+        var slots = slotCount
+        while slots > 2 && RingGeometry(slotCount: slots, slotCapacity: capacity).totalSize > sizeLimit { slots -= 1 }
+        return RingGeometry(slotCount: slots, slotCapacity: capacity).totalSize <= sizeLimit ? slots : nil
     }
 }
 
@@ -61,153 +80,163 @@ public struct FrameMetadata: Sendable, Equatable {
 
 public enum PublishOutcome: Sendable, Equatable {
     case published(sequence: UInt64)
-    /// The frame needs more bytes than a slot holds.
-    case refused(neededBytes: Int, capacity: Int)
+    /// Even two slots for this frame would exceed the ring's size limit.
+    case refused(neededBytes: Int, limit: Int)
+    /// No ring could be made for it (the event said why).
+    case unavailable
 }
 
-/// The writing side of one stream's frame ring. It never waits for a reader.
+/// The writing side of one stream's frame ring. It never waits for a reader, and nothing another process does to
+/// the object (truncating, unlinking, replacing it) can make it crash: it notices and moves the stream to a new
+/// object (`FrameRingEvent`).
 ///
-/// Lifecycle: creating a writer opens (or creates) `/dev/shm/<shmName>`. An existing object with the same
-/// geometry is taken over — its frames and sequence numbers continue, `writer_epoch` changes — so readers survive
-/// a daemon restart without re-attaching; otherwise it is resized and re-initialised. On shutdown the state
-/// becomes `stopped` and the object stays, with its last frames readable, until `unlink()` (see docs/shm-abi.md).
-/// Confined to one thread at a time (the stream's decode thread).
+/// Lifecycle: a writer takes over the object this user left under the name (same inode: frames, sequence numbers
+/// and counters continue) when its geometry still suits the configuration; otherwise it puts a new object there.
+/// Slots are sized to the frames actually published: a larger format moves the stream to a new, larger object
+/// (readers follow the inode change), and a ring that stays four times too large for a while is shrunk the same
+/// way. Objects another user created are never adopted. `close()` marks the ring stopped; it stays, with its
+/// last frames readable, unless the stream is removed. Confined to one thread at a time (the stream's decode
+/// thread, then the pipeline once that thread has ended).
 public final class FrameRingWriter: @unchecked Sendable {
     public let configuration: FrameRingConfiguration
-    private let object: SharedMemoryObject
-    private let geometry: RingGeometry
-    private var sequence: UInt64
+    var object: SharedMemoryObject?
+    var geometry: RingGeometry
+    /// The header as this writer means it to be; an object made to replace a damaged one starts from it.
+    var shadow: RingShadow
+    let onEvent: (FrameRingEvent) -> Void
     private var lastLayout: FrameLayout?
-    /// True when an existing ring with the same geometry was taken over.
-    public let tookOver: Bool
+    /// Consecutive frames needing under a quarter of the slot capacity.
+    private var oversizedFrames = 0
+    private var lastNameCheck: UInt64 = 0
+    /// The last frame size no object could be made for, and when.
+    var failedResize: (bytes: Int, time: UInt64)?
+    /// Frames in a row this small shrink the ring.
+    public static let shrinkAfterFrames = 300
 
-    public init(configuration: FrameRingConfiguration) throws(SharedMemoryError) {
-        precondition(configuration.slotCount > 0 && configuration.slotCapacity > 0, "ring needs slots")
+    /// - Parameter onEvent: told what happened to the object (called on the writer's thread).
+    public init(configuration: FrameRingConfiguration, onEvent: @escaping (FrameRingEvent) -> Void = { _ in }) throws(SharedMemoryError) {
+        precondition(configuration.slotCount >= 2, "a ring needs at least two slots")
         self.configuration = configuration
-        geometry = RingGeometry(slotCount: configuration.slotCount, slotCapacity: configuration.slotCapacity)
-        let (object, existingSize) = try SharedMemoryObject.openForWriting(
-            name: configuration.shmName, size: geometry.totalSize, mode: configuration.mode,
-            group: configuration.group)
-        self.object = object
-        let geometry = self.geometry
-        let reusable = existingSize == geometry.totalSize && object.withMapping { base in
-            let header = RingPointers(base: base).header.pointee
-            return header.magic == STREAMRECV_SHM_MAGIC && header.abi_version == STREAMRECV_SHM_ABI_VERSION
-                && Int(header.slot_count) == geometry.slotCount
-                && Int(header.slot_data_stride) == geometry.slotDataStride
-                && Int(header.slot_data_capacity) == geometry.slotDataCapacity
-        }
-        tookOver = reusable
-        sequence = 0
-        object.withMapping { base in
-            let ring = RingPointers(base: base)
-            if reusable {
-                sequence = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
-            } else {
-                // Invisible to readers until the magic is stored, last.
-                base.initializeMemory(as: UInt8.self, repeating: 0, count: geometry.slotDataOffset)
-                let header = ring.header
-                header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
-                header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
-                header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
-                header.pointee.slot_count = UInt32(geometry.slotCount)
-                header.pointee.slot_table_offset = UInt64(geometry.slotTableOffset)
-                header.pointee.slot_data_offset = UInt64(geometry.slotDataOffset)
-                header.pointee.slot_data_stride = UInt64(geometry.slotDataStride)
-                header.pointee.slot_data_capacity = UInt64(geometry.slotDataCapacity)
-                header.pointee.total_size = UInt64(geometry.totalSize)
-            }
-            let header = ring.header
-            header.pointee.max_width = UInt32(configuration.maxWidth)
-            header.pointee.max_height = UInt32(configuration.maxHeight)
-            header.pointee.writer_pid = UInt32(getpid())
-            CString.write(configuration.streamName, to: ring.headerField(\.stream_name, as: UInt8.self), capacity: 64)
-            streamrecv_shm_store_u32(ring.headerField(\.stream_state, as: UInt32.self), StreamState.starting.rawValue)
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            let epoch = UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-            streamrecv_shm_store_u64(ring.headerField(\.writer_epoch, as: UInt64.self), epoch)
-            streamrecv_shm_store_u64(ring.headerField(\.magic, as: UInt64.self), STREAMRECV_SHM_MAGIC)
-            streamrecv_shm_wake_all(header)
-        }
+        self.onEvent = onEvent
+        shadow = RingShadow()
+        geometry = RingGeometry(slotCount: configuration.slotCount, slotCapacity: 0)
+        try openRing()
     }
 
     /// The sequence number of the newest published frame (0 before the first).
-    public var latestSequence: UInt64 { sequence }
+    public var latestSequence: UInt64 { shadow.latestSequence }
 
-    /// Publishes one frame: `fill` writes the pixels into the slot's data (laid out as `layout`) and returns
-    /// normally; readers see the frame only once this returns. Never blocks.
+    /// The object's size in bytes now, and its slots.
+    public var size: (bytes: Int, slots: Int, slotCapacity: Int) { (geometry.totalSize, geometry.slotCount, geometry.slotDataCapacity) }
+
+    /// Makes the slots large enough for frames of `layout` ahead of the first one (e.g. when a new SPS arrives), so
+    /// that the frame itself does not wait for a new object. False when the limit or /dev/shm does not allow it.
+    @discardableResult
+    public func prepare(for layout: FrameLayout) -> Bool {
+        layout.byteCount <= geometry.slotDataCapacity || resize(toFit: layout.byteCount)
+    }
+
+    /// Publishes one frame: `fill` writes the pixels into the slot's data (laid out as `layout`); readers see the
+    /// frame only once this returns. Never blocks on a reader. `fill` runs again if the object was damaged while
+    /// it wrote, into the object that replaces it.
     public func publish(
         layout: FrameLayout, metadata: FrameMetadata, fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Void
     ) -> PublishOutcome {
-        guard layout.byteCount <= geometry.slotDataCapacity else {
-            return .refused(neededBytes: layout.byteCount, capacity: geometry.slotDataCapacity)
-        }
-        let next = sequence + 1
-        let index = Int((next - 1) % UInt64(geometry.slotCount))
-        object.withMapping { base in
-            let ring = RingPointers(base: base)
-            if layout != lastLayout {
-                let generation = ring.headerField(\.generation, as: UInt64.self)
-                streamrecv_shm_store_u64(generation, streamrecv_shm_load_u64(generation) + 1)
-                lastLayout = layout
+        checkName(now: MonotonicClock.nanoseconds())
+        if layout.byteCount > geometry.slotDataCapacity {
+            guard resize(toFit: layout.byteCount) else {
+                return object == nil || configuration.slots(forCapacity: layout.byteCount) != nil
+                    ? .unavailable : .refused(neededBytes: layout.byteCount, limit: configuration.sizeLimit)
             }
-            let slot = ring.slot(index)
-            streamrecv_shm_write_begin(slot)
-            fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout)
-            slot.pointee.sequence = next
-            slot.pointee.generation = streamrecv_shm_load_u64(ring.headerField(\.generation, as: UInt64.self))
-            slot.pointee.pixel_format = layout.format.rawValue
-            slot.pointee.plane_count = UInt32(layout.planes.count)
-            slot.pointee.width = UInt32(layout.width)
-            slot.pointee.height = UInt32(layout.height)
-            slot.pointee.bits_per_sample = UInt32(layout.format.bitDepth)
-            slot.pointee.flags = metadata.flags.rawValue
-            withUnsafeMutableBytes(of: &slot.pointee.plane_offset) { offsets in
-                withUnsafeMutableBytes(of: &slot.pointee.plane_stride) { strides in
-                    withUnsafeMutableBytes(of: &slot.pointee.plane_width) { widths in
-                        withUnsafeMutableBytes(of: &slot.pointee.plane_height) { heights in
-                            for plane in 0..<4 {
-                                let described = plane < layout.planes.count ? layout.planes[plane] : nil
-                                offsets.storeBytes(of: UInt64(described?.offset ?? 0), toByteOffset: plane * 8, as: UInt64.self)
-                                strides.storeBytes(of: UInt32(described?.stride ?? 0), toByteOffset: plane * 4, as: UInt32.self)
-                                widths.storeBytes(of: UInt32(described?.rowBytes ?? 0), toByteOffset: plane * 4, as: UInt32.self)
-                                heights.storeBytes(of: UInt32(described?.rows ?? 0), toByteOffset: plane * 4, as: UInt32.self)
-                            }
+        } else if RingGeometry.roundUp(layout.byteCount) * 4 <= geometry.slotDataCapacity {
+            oversizedFrames += 1
+            if oversizedFrames >= Self.shrinkAfterFrames {
+                oversizedFrames = 0
+                resize(toFit: layout.byteCount)
+            }
+        } else {
+            oversizedFrames = 0
+        }
+        if layout != lastLayout {
+            shadow.generation += 1
+            lastLayout = layout
+        }
+        let next = shadow.latestSequence + 1
+        for _ in 0..<2 {
+            guard let object else { return .unavailable }
+            object.withMapping { base in
+                write(RingPointers(base: base, geometry: geometry), sequence: next, layout: layout, metadata: metadata, fill: fill)
+            }
+            if !object.faulted { break }
+            recover(.truncated)
+        }
+        guard object != nil else { return .unavailable }
+        shadow.latestSequence = next
+        shadow.counters.framesPublished += 1
+        withHeader { ring in
+            streamrecv_shm_store_u64(ring.headerField(\.latest_sequence, as: UInt64.self), next)
+            streamrecv_shm_store_u64(ring.headerField(\.frames_published, as: UInt64.self), shadow.counters.framesPublished)
+            streamrecv_shm_wake_all(ring.header)
+        }
+        return .published(sequence: next)
+    }
+
+    private func write(
+        _ ring: RingPointers, sequence: UInt64, layout: FrameLayout, metadata: FrameMetadata,
+        fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Void
+    ) {
+        streamrecv_shm_store_u64(ring.headerField(\.generation, as: UInt64.self), shadow.generation)
+        let index = Int((sequence - 1) % UInt64(geometry.slotCount))
+        let slot = ring.slot(index)
+        streamrecv_shm_write_begin(slot)
+        fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout)
+        slot.pointee.sequence = sequence
+        slot.pointee.generation = shadow.generation
+        slot.pointee.pixel_format = layout.format.rawValue
+        slot.pointee.plane_count = UInt32(layout.planes.count)
+        slot.pointee.width = UInt32(layout.width)
+        slot.pointee.height = UInt32(layout.height)
+        slot.pointee.bits_per_sample = UInt32(layout.format.bitDepth)
+        slot.pointee.flags = metadata.flags.rawValue
+        withUnsafeMutableBytes(of: &slot.pointee.plane_offset) { offsets in
+            withUnsafeMutableBytes(of: &slot.pointee.plane_stride) { strides in
+                withUnsafeMutableBytes(of: &slot.pointee.plane_width) { widths in
+                    withUnsafeMutableBytes(of: &slot.pointee.plane_height) { heights in
+                        for plane in 0..<4 {
+                            let described = plane < layout.planes.count ? layout.planes[plane] : nil
+                            offsets.storeBytes(of: UInt64(described?.offset ?? 0), toByteOffset: plane * 8, as: UInt64.self)
+                            strides.storeBytes(of: UInt32(described?.stride ?? 0), toByteOffset: plane * 4, as: UInt32.self)
+                            widths.storeBytes(of: UInt32(described?.rowBytes ?? 0), toByteOffset: plane * 4, as: UInt32.self)
+                            heights.storeBytes(of: UInt32(described?.rows ?? 0), toByteOffset: plane * 4, as: UInt32.self)
                         }
                     }
                 }
             }
-            slot.pointee.data_size = UInt64(layout.byteCount)
-            slot.pointee.pts = metadata.pts
-            slot.pointee.time_first_byte_ns = metadata.timeFirstByte
-            slot.pointee.time_au_complete_ns = metadata.timeAccessUnitComplete
-            slot.pointee.time_decoded_ns = metadata.timeDecoded
-            slot.pointee.time_published_ns = MonotonicClock.nanoseconds()
-            slot.pointee.sample_aspect_num = metadata.sampleAspectRatio.numerator
-            slot.pointee.sample_aspect_den = metadata.sampleAspectRatio.denominator
-            slot.pointee.color_range = metadata.colorRange
-            slot.pointee.color_primaries = metadata.colorPrimaries
-            slot.pointee.color_transfer = metadata.colorTransfer
-            slot.pointee.color_matrix = metadata.colorMatrix
-            slot.pointee.rotation = metadata.rotation
-            let visible = metadata.visible ?? (0, 0, UInt32(layout.width), UInt32(layout.height))
-            slot.pointee.visible_x = visible.x
-            slot.pointee.visible_y = visible.y
-            slot.pointee.visible_width = visible.width
-            slot.pointee.visible_height = visible.height
-            streamrecv_shm_write_end(slot)
-            streamrecv_shm_store_u64(ring.headerField(\.latest_sequence, as: UInt64.self), next)
-            streamrecv_shm_add_u64(ring.headerField(\.frames_published, as: UInt64.self), 1)
-            streamrecv_shm_wake_all(ring.header)
         }
-        sequence = next
-        return .published(sequence: next)
+        slot.pointee.data_size = UInt64(layout.byteCount)
+        slot.pointee.pts = metadata.pts
+        slot.pointee.time_first_byte_ns = metadata.timeFirstByte
+        slot.pointee.time_au_complete_ns = metadata.timeAccessUnitComplete
+        slot.pointee.time_decoded_ns = metadata.timeDecoded
+        slot.pointee.time_published_ns = MonotonicClock.nanoseconds()
+        slot.pointee.sample_aspect_num = metadata.sampleAspectRatio.numerator
+        slot.pointee.sample_aspect_den = metadata.sampleAspectRatio.denominator
+        slot.pointee.color_range = metadata.colorRange
+        slot.pointee.color_primaries = metadata.colorPrimaries
+        slot.pointee.color_transfer = metadata.colorTransfer
+        slot.pointee.color_matrix = metadata.colorMatrix
+        slot.pointee.rotation = metadata.rotation
+        let visible = metadata.visible ?? (0, 0, UInt32(layout.width), UInt32(layout.height))
+        slot.pointee.visible_x = visible.x
+        slot.pointee.visible_y = visible.y
+        slot.pointee.visible_width = visible.width
+        slot.pointee.visible_height = visible.height
+        streamrecv_shm_write_end(slot)
     }
 
     public func setState(_ state: StreamState) {
-        object.withMapping { base in
-            let ring = RingPointers(base: base)
+        shadow.state = state
+        withHeader { ring in
             streamrecv_shm_store_u32(ring.headerField(\.stream_state, as: UInt32.self), state.rawValue)
             streamrecv_shm_wake_all(ring.header)
         }
@@ -215,40 +244,56 @@ public final class FrameRingWriter: @unchecked Sendable {
 
     /// Ticks per second of the slots' pts (0: pts is the access-unit index).
     public func setPTSClockRate(_ rate: UInt32) {
-        object.withMapping { base in
-            RingPointers(base: base).headerField(\.pts_clock_rate, as: UInt32.self).pointee = rate
-        }
+        shadow.ptsClockRate = rate
+        withHeader { streamrecv_shm_store_u32($0.headerField(\.pts_clock_rate, as: UInt32.self), rate) }
     }
 
     public func setCodec(_ codec: String) {
-        object.withMapping { base in
-            CString.write(codec, to: RingPointers(base: base).headerField(\.codec, as: UInt8.self), capacity: 16)
-        }
+        shadow.codec = codec
+        withHeader { CString.write(codec, to: $0.headerField(\.codec, as: UInt8.self), capacity: 16) }
     }
 
     /// Adds to the header's counters.
     public func count(_ counter: WritableKeyPath<RingCounters, UInt64>, _ amount: UInt64 = 1) {
+        shadow.counters[keyPath: counter] &+= amount
         guard let field = RingPointers.counterFields[counter] else { return }
-        object.withMapping { base in
-            streamrecv_shm_add_u64(RingPointers(base: base).headerField(field, as: UInt64.self), amount)
+        let value = shadow.counters[keyPath: counter]
+        withHeader { streamrecv_shm_store_u64($0.headerField(field, as: UInt64.self), value) }
+    }
+
+    public var counters: RingCounters { shadow.counters }
+
+    /// Checks that the name still leads to this object, at most once a second; call it now and then while no
+    /// frames flow (publishing checks by itself).
+    public func checkName(now: UInt64) {
+        guard now >= lastNameCheck &+ 1_000_000_000 else { return }
+        lastNameCheck = now
+        if let object {
+            if object.faulted || object.isShrunk { return recover(.truncated) }
+            switch SharedMemoryObject.lookup(configuration.shmName) {
+            case .missing: recover(.unlinked)
+            case .object(let identity) where identity != object.identity: recover(.replaced)
+            case .object, .unknown: break
+            }
+        } else {
+            recover(.unavailable)
         }
     }
 
-    public var counters: RingCounters {
-        object.withMapping { RingPointers(base: $0).loadCounters() }
+    /// Marks the ring stopped and lets go of it (lock, mapping, descriptor) at once, so that a new writer can take
+    /// it. With `removingName` the object is also removed from /dev/shm (readers keep what they mapped).
+    public func close(removingName: Bool = false) {
+        guard let object else { return }
+        setState(.stopped)
+        if removingName { SharedMemoryObject.unlink(name: configuration.shmName, ifStill: object.identity) }
+        self.object = nil
     }
 
-    /// Whether the object still has the size we mapped (someone may have truncated it: touching the missing
-    /// pages would kill the daemon with SIGBUS, so the pipeline checks before publishing).
-    public var isIntact: Bool { object.currentSize >= geometry.totalSize }
-
-    /// False when the name under /dev/shm no longer leads to this object (someone unlinked or replaced it): new
-    /// readers cannot find the ring. One shm_open and fstat: call it now and then, not per frame.
-    public var isStillNamed: Bool { SharedMemoryObject.currentInode(name: configuration.shmName) == object.inode }
-
-    /// Removes the name; readers that have it mapped keep reading what is there.
-    public func unlink() {
-        SharedMemoryObject.unlink(name: configuration.shmName)
+    /// Runs `body` on the header, then replaces the object if the access found it shrunk.
+    func withHeader(_ body: (RingPointers) -> Void) {
+        guard let object else { return }
+        object.withMapping { body(RingPointers(base: $0, geometry: geometry)) }
+        if object.faulted { recover(.truncated) }
     }
 }
 

@@ -21,6 +21,12 @@ public struct FrameStream: AsyncSequence, Sendable {
         public var lappedBefore: UInt64
     }
 
+    /// A slot held no valid frame (a damaged or forged ring).
+    public struct InvalidFrame: Error, CustomStringConvertible {
+        public var sequence: UInt64
+        public var description: String { "frame \(sequence) is not a valid frame (a damaged or forged ring)" }
+    }
+
     public struct Timeout: Error, CustomStringConvertible {
         public var description: String { "no frame within the timeout" }
     }
@@ -70,6 +76,8 @@ public struct FrameStream: AsyncSequence, Sendable {
                     return Frame(info: info, pixels: result.1, lappedBefore: result.2)
                 case .stopped:
                     return nil
+                case .invalidFrame(let sequence):
+                    throw InvalidFrame(sequence: sequence)
                 case .timedOut:
                     waited += slice
                     if let timeoutNanoseconds, waited >= timeoutNanoseconds { throw Timeout() }

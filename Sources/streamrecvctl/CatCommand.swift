@@ -12,8 +12,9 @@ struct CatCommand: ParsableCommand {
             Starts with the next frame published. A y4m stream cannot change size or pixel format: at such a change \
             writing to standard output ends with exit status 3, while --output PATTERN (e.g. seg%d.y4m) starts a new \
             file per format segment. Frames skipped because this reader fell behind are reported on standard error.
-            Exit status: 0 after --frames frames, 2 on --timeout, 3 at a format change on standard output, \
-            4 when the format cannot be written as y4m, 5 when the daemon stopped.
+            Exit status: 0 after --frames frames, 1 when the object is not a ring, 2 on --timeout, 3 at a format \
+            change on standard output, 4 when the format cannot be written as y4m, 5 when the daemon stopped, \
+            6 when a slot holds no valid frame (a damaged or forged ring).
             """)
 
     /// `yuv` is `raw` under the name ffplay users look for (`ffplay -f rawvideo -pix_fmt nv12 -video_size WxH`).
@@ -52,6 +53,9 @@ struct CatCommand: ParsableCommand {
             case .stopped:
                 printError("streamrecvctl: the stream's writer is gone")
                 throw ExitCode(5)
+            case .invalidFrame(let sequence):
+                printError("streamrecvctl: frame \(sequence) of /dev/shm/\(reader.shmName) is not a valid frame (a damaged or forged ring)")
+                throw ExitCode(6)
             case .frame(let info):
                 if reader.lappedFrames > lapped {
                     printError("streamrecvctl: lapped: \(reader.lappedFrames - lapped) frame(s) skipped before frame \(info.sequence)")

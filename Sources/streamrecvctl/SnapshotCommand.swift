@@ -28,9 +28,18 @@ struct SnapshotCommand: ParsableCommand {
         var pixels: [UInt8] = []
         let latest = reader.latestSequence
         let outcome = reader.next(after: latest > 0 ? latest - 1 : 0, into: &pixels, timeoutNanoseconds: Int64(timeout * 1e9))
-        guard case .frame(let info) = outcome else {
-            printError(outcome == .timedOut ? "streamrecvctl: no frame within \(timeout) s" : "streamrecvctl: the stream's writer is gone")
-            throw ExitCode(outcome == .timedOut ? 2 : 5)
+        let info: FrameInfo
+        switch outcome {
+        case .frame(let frame): info = frame
+        case .timedOut:
+            printError("streamrecvctl: no frame within \(timeout) s")
+            throw ExitCode(2)
+        case .stopped:
+            printError("streamrecvctl: the stream's writer is gone")
+            throw ExitCode(5)
+        case .invalidFrame(let sequence):
+            printError("streamrecvctl: frame \(sequence) is not a valid frame (a damaged or forged ring)")
+            throw ExitCode(6)
         }
         let png: [UInt8]
         do {
@@ -91,6 +100,7 @@ struct WaitCommand: ParsableCommand {
         case .frame(let info): report(info.sequence)
         case .timedOut: throw ExitCode(2)
         case .stopped: throw ExitCode(5)
+        case .invalidFrame: throw ExitCode(6)
         }
     }
 

@@ -28,6 +28,7 @@ struct StatusCommand: ParsableCommand {
         var rows: [RingStatus] = []
         var failures: [String] = []
         for shmName in names {
+            // Any user can put an object under /dev/shm: one that is not a ring is reported, and the rest still shown.
             do {
                 rows.append(try FrameRingReader(shmName: shmName).status)
             } catch {
@@ -38,16 +39,38 @@ struct StatusCommand: ParsableCommand {
             for status in rows { print(Self.json(status)) }
         } else {
             print(pad("STREAM", 14) + pad("STATE", 10) + pad("CODEC", 6) + pad("FRAMES", 10) + pad("DROPPED", 8)
-                  + pad("ERRORS", 7) + pad("RECREATED", 10) + pad("SENDERS", 8) + "WRITER")
+                  + pad("ERRORS", 7) + pad("RECREATED", 10) + pad("SENDERS", 8) + pad("SIZE", 10) + "WRITER")
             for status in rows {
                 let c = status.counters
-                print(pad(status.streamName, 14) + pad(status.state.description, 10) + pad(status.codec.isEmpty ? "-" : status.codec, 6)
+                print(pad(printable(status.streamName), 14) + pad(displayedState(status), 10)
+                      + pad(status.codec.isEmpty ? "-" : printable(status.codec), 6)
                       + pad(String(c.framesPublished), 10) + pad(String(c.framesDropped), 8) + pad(String(c.decodeErrors), 7)
-                      + pad(String(c.decoderRecreations), 10) + pad(String(c.connections), 8) + "pid \(status.writerPID)")
+                      + pad(String(c.decoderRecreations), 10) + pad(String(c.connections), 8)
+                      + pad("\(status.objectSize / 1_000_000).\(status.objectSize / 100_000 % 10)M", 10)
+                      + "pid \(status.writerPID), owner \(owner(status.ownerUID))")
             }
         }
-        for failure in failures { printError("streamrecvctl: \(failure)") }
+        for failure in failures { printError("streamrecvctl: \(printable(failure))") }
         if rows.isEmpty && !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The header's state, unless nobody writes the ring any more: a daemon killed with SIGKILL leaves "streaming"
+    /// in the header but never its lock.
+    static func displayedState(_ status: RingStatus) -> String {
+        if !status.writerAlive && status.state != .stopped && status.state != .replaced { return "dead" }
+        return status.state.description
+    }
+
+    /// Text from the ring or a file name, safe for a terminal: control characters (escape sequences) as '?'.
+    static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map {
+            $0.value < 0x20 || (0x7f...0x9f).contains($0.value) ? "?" : $0
+        }))
+    }
+
+    private static func owner(_ uid: UInt32) -> String {
+        guard let entry = getpwuid(uid) else { return "uid \(uid)" }
+        return printable(String(cString: entry.pointee.pw_name))
     }
 
     static func ringNames() -> [String] {
@@ -56,7 +79,7 @@ struct StatusCommand: ParsableCommand {
         var names: [String] = []
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasPrefix("streamrecv-") { names.append(name) }
+            if name.hasPrefix("streamrecv-") && !name.contains("/") { names.append(name) }
         }
         return names.sorted()
     }
@@ -65,6 +88,9 @@ struct StatusCommand: ParsableCommand {
         var line = JSONLine()
         line.add("stream", status.streamName)
         line.add("state", status.state.description)
+        line.add("writer_alive", status.writerAlive)
+        line.add("owner_uid", Int(status.ownerUID))
+        line.add("size_bytes", status.objectSize)
         line.add("codec", status.codec.isEmpty ? nil : status.codec)
         line.add("writer_pid", Int(status.writerPID))
         line.add("latest_sequence", Int64(status.latestSequence))

@@ -15,11 +15,14 @@ struct StreamLocation: ParsableArguments {
         guard shmName != nil else { throw ValidationError("name a stream, or give --shm SHMNAME") }
     }
 
+    /// The stream's ring; a missing object or one that is not a ring is an error (exit status 1), not a usage
+    /// mistake. Names and reasons are printed with control characters replaced.
     func attach() throws -> FrameRingReader {
         do {
             return try FrameRingReader(shmName: shmName!)
         } catch {
-            throw ValidationError("\(error)")
+            printError("streamrecvctl: \(StatusCommand.printable("\(error)"))")
+            throw ExitCode(1)
         }
     }
 }

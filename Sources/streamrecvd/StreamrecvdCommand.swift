@@ -16,6 +16,10 @@ struct StreamrecvdCommand: AsyncParsableCommand {
     @Option(name: .customLong("check-config"), help: "Validate FILE, print a summary, and exit (status 1 on errors).")
     var checkConfig: String?
 
+    @Option(name: .customLong("remove-foreign-rings"),
+            help: "Remove the objects under the configured ring names that USER did not create, and exit (run as root before the daemon starts as USER).")
+    var removeForeignRings: String?
+
     func run() async throws {
         let path = checkConfig ?? config
         let configuration: DaemonConfiguration
@@ -25,7 +29,20 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             printError("streamrecvd: \(error)")
             throw ExitCode(1)
         }
+        if let owner = removeForeignRings {
+            guard let entry = getpwnam(owner) else {
+                printError("streamrecvd: no user '\(owner)'")
+                throw ExitCode(1)
+            }
+            for line in RingNames.removeForeign(configuration.streams, owner: entry.pointee.pw_uid) { print(line) }
+            return
+        }
         if checkConfig != nil {
+            let report = ConfigurationReport(configuration)
+            for line in report.lines { print(line) }
+            for warning in report.warnings { print("warning: \(warning)") }
+            for error in report.errors { printError("streamrecvd: \(path): \(error)") }
+            guard report.errors.isEmpty else { throw ExitCode(1) }
             print("\(path): ok, \(configuration.streams.count) stream(s): "
                 + configuration.streams.map { "\($0.name) on \($0.listen)" }.joined(separator: ", "))
             return

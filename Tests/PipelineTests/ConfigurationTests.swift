@@ -56,6 +56,46 @@ import Testing
         #expect(configuration.streams[1].idleFlush && configuration.streams[1].idleFlushMinimum == 0.0003)
     }
 
+    @Test func sizesAndNonCollidingSocketsAreAccepted() throws {
+        let configuration = try ConfigurationLoader.parse("""
+            [[stream]]
+            name = "a"
+            listen = "udp://127.0.0.1:5000"
+            ring_size_limit = "64M"
+            receive_buffer = "512K"
+
+            [[stream]]
+            name = "b"
+            listen = "tcp://127.0.0.1:5000"
+            ring_size_limit = 2097152
+            idle_timeout = 0
+
+            [[stream]]
+            name = "c"
+            listen = "udp://127.0.0.2:5000"
+            """, file: "test.toml")
+        #expect(configuration.streams[0].ringSizeLimit == 64 << 20 && configuration.streams[0].receiveBufferBytes == 512 << 10)
+        #expect(configuration.streams[1].ringSizeLimit == 2 << 20 && configuration.streams[1].idleTimeout == 0)
+        #expect(configuration.streams[2].ringSizeLimit == nil)
+    }
+
+    /// --check-config's report: ring sizes per stream, and a maximum picture that cannot fit in /dev/shm is an error.
+    @Test func theReportGivesRingSizesAndRefusesWhatCannotFit() throws {
+        let configuration = try ConfigurationLoader.parse("""
+            [[stream]]
+            name = "big"
+            listen = "tcp://127.0.0.1:5000"
+            max_width = 3840
+            max_height = 2160
+            """, file: "test.toml")
+        let roomy = ConfigurationReport(configuration, shm: (total: 8 << 30, free: 8 << 30))
+        #expect(roomy.errors.isEmpty && roomy.warnings.isEmpty, "\(roomy)")
+        #expect(roomy.lines.count == 1 && roomy.lines[0].contains("360p 2.7 MiB"), "\(roomy.lines)")
+        let small = ConfigurationReport(configuration, shm: (total: 16 << 20, free: 16 << 20))
+        #expect(small.errors.count == 1 && small.errors[0].contains("do not fit in /dev/shm"), "\(small.errors)")
+        #expect(small.warnings.count == 1 && small.warnings[0].contains("more than /dev/shm has free"))
+    }
+
     @Test func serviceKeysAreRead() throws {
         let configuration = try ConfigurationLoader.parse("""
             [daemon]
@@ -102,6 +142,15 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\ncodec = \"h264\"\nkeyframe_request = \"nack\"\n", 5, "none, pli or fir"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_flush = true\n", 4, "idle_flush must be"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_flush_minimum_ms = 0\n", 4, "0.05...50"),
+        // The same socket spelt two ways: at run time one stream would get nothing, or the daemon would not start.
+        ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"udp://localhost:5000\"\n", 6, "same UDP port as stream 'a'"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://0.0.0.0:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"tcp://127.0.0.1:5000\"\n", 6, "same TCP port"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"rtp://[::]:5000\"\ncodec = \"h264\"\n", 6, "same UDP port"),
+        ("[daemon]\nmetrics = \"127.0.0.1:5000\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://0.0.0.0:5000\"\n", 5, "[daemon] metrics"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_timeout = 1e-9\n", 4, "0.5...86400"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = \"12Q\"\n", 4, "ring_size_limit"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = 4096\n", 4, "from 1M"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp:// and rtp://"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {
         do {

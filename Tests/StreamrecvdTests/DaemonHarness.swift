@@ -171,8 +171,18 @@ final class CatProcess {
 final class Sender {
     let descriptor: Int32
 
-    init(port: Int) throws {
+    /// - Parameter source: the local address to connect from (any 127.x.y.z is loopback: another "host").
+    init(port: Int, from source: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw HarnessError(description: "bind \(source): \(String(cString: strerror(errno)))") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -180,6 +190,7 @@ final class Sender {
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
+        // On a throw the descriptor is closed by deinit (every stored property is set by then).
         guard result == 0 else { throw HarnessError(description: "connect failed: \(String(cString: strerror(errno)))") }
     }
 

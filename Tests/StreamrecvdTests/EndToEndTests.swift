@@ -118,7 +118,7 @@ func expectBitExact(
         #expect(firstDifference(try catMD5s(cat), reference) == nil)
         #expect(daemon.status?.codec == "h265")
         #expect(daemon.status?.counters.connections == 2)
-        #expect(daemon.log.contains("codec=h265"))
+        #expect(daemon.log.contains("codec detected: h265"))
     }
 
     /// FFmpeg itself as the sender: `ffmpeg -re -i FILE -c copy -f h264 tcp://…`.

@@ -114,6 +114,6 @@ final class CheckingReader: @unchecked Sendable {
         #expect(survivor.lastSequence == 180)
         #expect(UInt64(survivor.accepted) + survivor.reader.lappedFrames == 90)
         #expect(survivor.reader.status.writerEpoch != epoch)
-        #expect(daemon.log.contains("took over the existing frame ring"))
+        #expect(daemon.log.contains("took over the frame ring"))
     }
 }

@@ -45,16 +45,16 @@ public func sendDatagrams(_ datagrams: [[UInt8]], port: Int, pauseMicroseconds: 
                 }
             }
         }
-        usleep(pauseMicroseconds)
+        if pauseMicroseconds > 0 { usleep(pauseMicroseconds) }
     }
 }
 
-/// A UDP socket bound to 127.0.0.1:`port` (0: any free port); nil when the port is taken.
-public func boundDatagramSocket(port: Int = 0) -> (descriptor: Int32, port: Int)? {
+/// A UDP socket bound to `host`:`port` (0: any free port; any 127.x.y.z is loopback); nil when the port is taken.
+public func boundDatagramSocket(port: Int = 0, host: String = "127.0.0.1") -> (descriptor: Int32, port: Int)? {
     let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_addr.s_addr = inet_addr(host)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {

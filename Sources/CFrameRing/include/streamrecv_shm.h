@@ -14,11 +14,19 @@
  * (S - 1) % slot_count: seqlock becomes odd, the pixels and fields are written, seqlock becomes even again,
  * then header.latest_sequence = S and header.wake_word is incremented and FUTEX_WAKE'd.
  *
- * Reader rules: read latest_sequence (acquire), pick the slot, read its seqlock (acquire; odd means being
- * written: retry), copy what you need, then re-read the seqlock (after an acquire fence): a different value
- * means the copy is torn and must be discarded. A slot whose `sequence` is not the one you wanted means you
- * were lapped. To wait, FUTEX_WAIT on wake_word with the value you last saw (shared futex: no PRIVATE flag).
- * Readers map the object read-only and never write to it.
+ * Reader rules: validate the header once against the size you mapped (streamrecv_shm_check_header) and use only
+ * the validated geometry from then on: anyone who can create an object under /dev/shm can write any header. Read
+ * latest_sequence (acquire), pick the slot, read its seqlock (acquire; odd means being written: retry), copy what
+ * you need, then re-read the seqlock (after an acquire fence): a different value means the copy is torn and must
+ * be discarded. Check the copied slot (streamrecv_shm_check_slot) before using its plane fields. A slot whose
+ * `sequence` is not the one you wanted means you were lapped. To wait, FUTEX_WAIT on wake_word with the value you
+ * last saw (shared futex: no PRIVATE flag). Readers map the object read-only and never write to it.
+ *
+ * The writer holds an open-file-description write lock (F_OFD_SETLK, F_WRLCK) on the whole object for as long as
+ * it writes it: a lock a read-only descriptor cannot take. streamrecv_shm_writer_present tells whether one does
+ * (a daemon killed with SIGKILL leaves its last state in the header, but never its lock). When the writer moves
+ * the stream to a new object (a larger format, damage, a restart with other settings), the old object's state
+ * becomes STREAMRECV_STATE_REPLACED: open the name again.
  */
 #ifndef STREAMRECV_SHM_H
 #define STREAMRECV_SHM_H
@@ -49,6 +57,7 @@ enum streamrecv_stream_state {
     STREAMRECV_STATE_STREAMING = 2,  /* a sender is connected and frames flow */
     STREAMRECV_STATE_DEGRADED = 3,   /* decoding failed repeatedly; waiting for the next keyframe */
     STREAMRECV_STATE_STOPPED = 4,    /* the daemon stopped; the last frames stay readable */
+    STREAMRECV_STATE_REPLACED = 5,   /* superseded by a new object under the same name: re-open the name */
 };
 
 /* slot.pixel_format: planar or semi-planar layouts, samples of 1 byte (8-bit) or 2 bytes (10/12/16-bit,
@@ -215,6 +224,80 @@ static inline int streamrecv_shm_read_end(const struct streamrecv_shm_slot *slot
     return begin != 0 && __atomic_load_n(&slot->seqlock, __ATOMIC_RELAXED) == begin;
 }
 
+/* ---- Validation: a reader keeps these values and never reads the header's geometry again. ---- */
+
+struct streamrecv_shm_geometry {
+    uint32_t slot_count;
+    uint32_t reserved;
+    uint64_t slot_table_offset;
+    uint64_t slot_data_offset;
+    uint64_t slot_data_stride;
+    uint64_t slot_data_capacity;
+    uint64_t total_size;
+};
+
+/* Checks the header of an object mapped with `mapped_size` bytes. Returns NULL and fills `geometry` when it
+ * describes a ring that lies inside the mapping; otherwise a short reason. Each field is read once. */
+static inline const char *streamrecv_shm_check_header(const struct streamrecv_shm_header *header, uint64_t mapped_size,
+                                                      struct streamrecv_shm_geometry *geometry) {
+    if (mapped_size < STREAMRECV_SHM_HEADER_SIZE) return "smaller than a header";
+    if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != STREAMRECV_SHM_MAGIC) return "no magic (not a ring, or not initialised yet)";
+    if (__atomic_load_n(&header->abi_version, __ATOMIC_RELAXED) != STREAMRECV_SHM_ABI_VERSION) return "another ABI version";
+    if (__atomic_load_n(&header->header_size, __ATOMIC_RELAXED) != STREAMRECV_SHM_HEADER_SIZE ||
+        __atomic_load_n(&header->slot_size, __ATOMIC_RELAXED) != STREAMRECV_SHM_SLOT_SIZE) return "unexpected header or slot size";
+    struct streamrecv_shm_geometry g;
+    g.slot_count = __atomic_load_n(&header->slot_count, __ATOMIC_RELAXED);
+    g.reserved = 0;
+    g.slot_table_offset = __atomic_load_n(&header->slot_table_offset, __ATOMIC_RELAXED);
+    g.slot_data_offset = __atomic_load_n(&header->slot_data_offset, __ATOMIC_RELAXED);
+    g.slot_data_stride = __atomic_load_n(&header->slot_data_stride, __ATOMIC_RELAXED);
+    g.slot_data_capacity = __atomic_load_n(&header->slot_data_capacity, __ATOMIC_RELAXED);
+    g.total_size = __atomic_load_n(&header->total_size, __ATOMIC_RELAXED);
+    uint64_t table_bytes, data_bytes, table_end, data_end;
+    if (g.slot_count == 0 || g.slot_count > (1u << 20)) return "slot count out of range";
+    if (g.slot_table_offset < STREAMRECV_SHM_HEADER_SIZE || g.slot_table_offset % 64 != 0) return "slot table offset out of range";
+    if (g.slot_data_capacity > g.slot_data_stride) return "slot capacity larger than its stride";
+    if (__builtin_mul_overflow((uint64_t)g.slot_count, (uint64_t)STREAMRECV_SHM_SLOT_SIZE, &table_bytes) ||
+        __builtin_add_overflow(g.slot_table_offset, table_bytes, &table_end) || table_end > g.slot_data_offset)
+        return "slot table overlaps the data";
+    if (__builtin_mul_overflow((uint64_t)g.slot_count, g.slot_data_stride, &data_bytes) ||
+        __builtin_add_overflow(g.slot_data_offset, data_bytes, &data_end) || data_end > g.total_size)
+        return "slot data beyond total_size";
+    if (g.total_size > mapped_size) return "total_size larger than the object";
+    *geometry = g;
+    return NULL;
+}
+
+/* The slot `index` (< geometry->slot_count) and its pixel data, from validated geometry. */
+static inline const struct streamrecv_shm_slot *
+streamrecv_shm_slot_in(const void *base, const struct streamrecv_shm_geometry *geometry, uint32_t index) {
+    return (const struct streamrecv_shm_slot *)((const char *)base + geometry->slot_table_offset +
+                                               (uint64_t)index * STREAMRECV_SHM_SLOT_SIZE);
+}
+
+static inline const uint8_t *
+streamrecv_shm_data_in(const void *base, const struct streamrecv_shm_geometry *geometry, uint32_t index) {
+    return (const uint8_t *)base + geometry->slot_data_offset + (uint64_t)index * geometry->slot_data_stride;
+}
+
+/* Checks a slot copied out under its seqlock: every plane it describes lies inside data_size, which lies inside
+ * the slot's capacity. Returns NULL when consistent, otherwise a short reason. */
+static inline const char *streamrecv_shm_check_slot(const struct streamrecv_shm_slot *copy,
+                                                    const struct streamrecv_shm_geometry *geometry) {
+    if (copy->plane_count == 0 || copy->plane_count > STREAMRECV_SHM_MAX_PLANES) return "plane count out of range";
+    if (copy->width == 0 || copy->height == 0 || copy->width > 65535 || copy->height > 65535) return "picture size out of range";
+    if (copy->data_size > geometry->slot_data_capacity) return "data larger than the slot";
+    for (uint32_t plane = 0; plane < copy->plane_count; plane++) {
+        uint64_t rows = copy->plane_height[plane], stride = copy->plane_stride[plane], width = copy->plane_width[plane];
+        uint64_t last_row, end;
+        if (rows == 0 || width == 0 || width > stride) return "plane rows out of range";
+        if (__builtin_mul_overflow(stride, rows - 1, &last_row) ||
+            __builtin_add_overflow(last_row, copy->plane_offset[plane], &end) ||
+            __builtin_add_overflow(end, width, &end) || end > copy->data_size) return "plane outside the data";
+    }
+    return NULL;
+}
+
 /* ---- Writer helpers (used by streamrecvd; a reader never calls these). ---- */
 
 static inline void streamrecv_shm_store_u64(uint64_t *field, uint64_t value) {
@@ -244,6 +327,7 @@ static inline void streamrecv_shm_write_end(struct streamrecv_shm_slot *slot) {
 
 #ifdef __linux__
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -262,6 +346,32 @@ static inline int streamrecv_shm_wait(const struct streamrecv_shm_header *header
     long result = syscall(SYS_futex, &header->wake_word, FUTEX_WAIT, seen, timeout_ns < 0 ? NULL : &timeout, NULL, 0);
     if (result == 0 || errno == EAGAIN) return 0;
     return errno;
+}
+
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36 /* Linux 3.15; glibc names them only with _GNU_SOURCE */
+#endif
+#ifndef F_OFD_SETLK
+#define F_OFD_SETLK 37
+#endif
+
+/* 1 when a writer holds the object open by `descriptor` (any access mode), 0 when none does, -1 with errno set
+ * when it cannot be told. */
+static inline int streamrecv_shm_writer_present(int descriptor) {
+    struct flock probe = { 0 };
+    probe.l_type = F_RDLCK;
+    probe.l_whence = SEEK_SET;
+    if (fcntl(descriptor, F_OFD_GETLK, &probe) != 0) return -1;
+    return probe.l_type == F_WRLCK ? 1 : 0;
+}
+
+/* Writer: takes the writer's lock on the object open read-write by `descriptor`, without waiting. Returns 0, or -1
+ * with errno EAGAIN when another writer holds it. */
+static inline int streamrecv_shm_lock_for_writing(int descriptor) {
+    struct flock lock = { 0 };
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    return fcntl(descriptor, F_OFD_SETLK, &lock);
 }
 
 /* Writer: bumps the futex word and wakes every waiting reader (shared futex: readers are other processes). */

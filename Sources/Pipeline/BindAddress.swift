@@ -1,0 +1,50 @@
+import Glibc
+
+/// An address a listening socket can be bound to, for telling whether two listen addresses collide.
+struct BindAddress: Equatable, Sendable {
+    /// 4 or 16 bytes, network order.
+    var bytes: [UInt8]
+
+    var isWildcard: Bool { bytes.allSatisfy { $0 == 0 } }
+    var isIPv6: Bool { bytes.count == 16 }
+
+    /// Every address `host` stands for when binding (getaddrinfo with AI_PASSIVE: "localhost" is 127.0.0.1 and
+    /// ::1); nil when it stands for none.
+    static func resolve(_ host: String) -> [BindAddress]? {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
+        defer { freeaddrinfo(first) }
+        var addresses: [BindAddress] = []
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let current = entry {
+            if let address = current.pointee.ai_addr {
+                switch Int32(address.pointee.sa_family) {
+                case AF_INET:
+                    var raw = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+                    addresses.append(BindAddress(bytes: withUnsafeBytes(of: &raw) { Array($0) }))
+                case AF_INET6:
+                    var raw = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                    addresses.append(BindAddress(bytes: withUnsafeBytes(of: &raw) { Array($0) }))
+                default:
+                    break
+                }
+            }
+            entry = current.pointee.ai_next
+        }
+        return addresses.isEmpty ? nil : addresses
+    }
+
+    /// Whether a socket bound to one of `a` and one bound to one of `b` (same protocol and port) collide: the same
+    /// address, a wildcard and an address of its family, or the IPv6 wildcard, which Linux binds dual-stack.
+    static func overlap(_ a: [BindAddress], _ b: [BindAddress]) -> Bool {
+        a.contains { first in
+            b.contains { second in
+                first == second || (first.isWildcard && (first.isIPv6 || !second.isIPv6))
+                    || (second.isWildcard && (second.isIPv6 || !first.isIPv6))
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import FrameFormats
+import Glibc
+import SharedFrames
+
+/// What `streamrecvd --check-config` says beyond the file's syntax: each stream's ring sizes, and whether
+/// /dev/shm can hold them. Rings are sized to the frames actually decoded, up to `ring_size_limit`.
+public struct ConfigurationReport: Sendable {
+    public var lines: [String] = []
+    /// Problems that make a stream unable to work here: --check-config fails.
+    public var errors: [String] = []
+    public var warnings: [String] = []
+
+    /// - Parameter shm: the size of the file system under /dev/shm and what is free on it, in bytes (nil: unknown).
+    public init(_ configuration: DaemonConfiguration, shm: (total: Int, free: Int)? = ConfigurationReport.shmSpace()) {
+        var limits = 0
+        for stream in configuration.streams {
+            let ring = stream.ring()
+            let largest = FrameLayout(format: .nv12, width: stream.maxWidth, height: stream.maxHeight).byteCount
+            let limit = ring.sizeLimit
+            limits += limit
+            var line = "stream \(stream.name): \(stream.listen), ring /dev/shm/\(stream.shmName), \(stream.slots) slots"
+            line += ", at most \(Self.size(limit)) (ring_size_limit)"
+            if let atLargest = ring.ringSize(frameBytes: largest) {
+                line += "; \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 8-bit takes \(Self.size(atLargest.bytes)) in \(atLargest.slots) slots"
+            } else {
+                errors.append("stream \(stream.name): ring_size_limit (\(Self.size(limit))) cannot hold two \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 frames")
+            }
+            for (width, height) in [(640, 360), (1920, 1080)] where width <= stream.maxWidth && height <= stream.maxHeight {
+                let bytes = FrameLayout(format: .nv12, width: width, height: height).byteCount
+                if let size = ring.ringSize(frameBytes: bytes) { line += ", \(height)p \(Self.size(size.bytes))" }
+            }
+            lines.append(line)
+            guard let shm else { continue }
+            let minimum = RingSizes.twoSlots(of: largest, ring: ring)
+            if minimum > shm.total {
+                errors.append("stream \(stream.name): two \(stream.maxWidth)x\(stream.maxHeight) frames (\(Self.size(minimum))) do not fit in /dev/shm (\(Self.size(shm.total))); lower max_width/max_height or enlarge /dev/shm")
+            }
+        }
+        if let shm, limits > shm.free {
+            warnings.append("the rings may grow to \(Self.size(limits)) in all (ring_size_limit), more than /dev/shm has free (\(Self.size(shm.free))): a stream whose ring cannot grow drops frames and says so")
+        }
+    }
+
+    /// The size and free space of the file system under /dev/shm.
+    public static func shmSpace() -> (total: Int, free: Int)? {
+        var info = statvfs()
+        guard statvfs("/dev/shm", &info) == 0 else { return nil }
+        return (Int(info.f_blocks) * Int(info.f_frsize), Int(info.f_bavail) * Int(info.f_frsize))
+    }
+
+    static func size(_ bytes: Int) -> String {
+        bytes >= 1 << 30 ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30))
+            : bytes >= 1 << 20 ? String(format: "%.1f MiB", Double(bytes) / Double(1 << 20)) : "\(bytes >> 10) KiB"
+    }
+}
+
+enum RingSizes {
+    /// The smallest ring that holds frames of `frameBytes`: two slots.
+    static func twoSlots(of frameBytes: Int, ring: FrameRingConfiguration) -> Int {
+        var two = ring
+        two.slotCount = 2
+        two.sizeLimit = .max
+        return two.ringSize(frameBytes: frameBytes)?.bytes ?? .max
+    }
+}
+
+/// The objects under the configured ring names.
+public enum RingNames {
+    /// Removes each object under a configured ring name that `owner` did not create (a local user who got there
+    /// first); returns a line for each, saying what it was. Run as root before the daemon starts as `owner`.
+    public static func removeForeign(_ streams: [StreamConfiguration], owner: uid_t) -> [String] {
+        var removed: [String] = []
+        for stream in streams {
+            let path = "/dev/shm/" + stream.shmName
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_uid != owner else { continue }
+            let what = "owner uid \(status.st_uid), mode \(String(status.st_mode & 0o7777, radix: 8)), \(status.st_size) bytes"
+            if unlink(path) == 0 {
+                removed.append("removed \(path) (\(what)): not created by uid \(owner), never adopted")
+            } else {
+                removed.append("cannot remove \(path) (\(what)): \(String(cString: strerror(errno)))")
+            }
+        }
+        return removed
+    }
+}

@@ -1,0 +1,184 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Identifies one sender connection (a TCP connection, or a datagram source while it is the stream's sender).
+typealias ConnectionID = UInt64
+
+/// Why a sender stopped being the stream's sender (logged at most once per 10 s per kind).
+enum DisconnectReason: Sendable, CustomStringConvertible {
+    case closedBySender
+    case idle(seconds: Double)
+    case connectionError(String)
+    case takenOver
+    case listenerClosed
+    case daemonStopping
+
+    /// Repeated lines are limited per kind, not per wording.
+    var kind: String {
+        switch self {
+        case .closedBySender: return "closed"
+        case .idle: return "idle"
+        case .connectionError: return "error"
+        case .takenOver: return "taken-over"
+        case .listenerClosed: return "listener-closed"
+        case .daemonStopping: return "stopping"
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .closedBySender: return "sender closed the connection"
+        case .idle(let seconds): return "no video for \((seconds * 10).rounded() / 10) s (idle_timeout)"
+        case .connectionError(let error): return "connection error: \(error)"
+        case .takenOver: return "a new sender took over"
+        case .listenerClosed: return "listener closed"
+        case .daemonStopping: return "daemon stopping"
+        }
+    }
+}
+
+/// Whether the current sender is still delivering video, shared by a stream's listener and its decode thread: the
+/// decode thread reports progress (NAL units the assembler accepted), the listener decides with it. Bytes are not
+/// progress: a connection that sends one zero byte every few seconds, or garbage, delivers no video.
+final class SenderActivity: Sendable {
+    private let state = NIOLockedValueBox<(connection: ConnectionID, time: UInt64)>((0, 0))
+
+    /// Decode thread: `id` delivered valid video at `now`.
+    func progressed(_ id: ConnectionID, at now: UInt64) {
+        state.withLockedValue { $0 = (id, now) }
+    }
+
+    /// When `id` last delivered valid video; nil if it never did.
+    func lastProgress(of id: ConnectionID) -> UInt64? {
+        state.withLockedValue { $0.connection == id ? $0.time : nil }
+    }
+}
+
+/// How long a sender may go without delivering video: past `hold` it yields the stream to a new sender even
+/// with second_sender = "refuse" (a sender that restarted from a new port, or a stranger holding the stream with
+/// nothing), past `idleTimeout` it is dropped. Both count from its admission until its first video.
+struct SenderDeadlines: Sendable, Equatable {
+    var hold: UInt64
+    /// 0: never dropped for silence.
+    var idleTimeout: UInt64
+
+    init(idleTimeoutSeconds: Double) {
+        idleTimeout = UInt64(idleTimeoutSeconds * 1e9)
+        hold = idleTimeout > 0 ? min(2_000_000_000, idleTimeout) : 2_000_000_000
+    }
+
+    /// Nanoseconds since the sender last delivered video (or was admitted, if it never did).
+    static func quiet(admittedAt: UInt64, lastProgress: UInt64?, now: UInt64) -> UInt64 {
+        let since = max(admittedAt, lastProgress ?? 0)
+        return now > since ? now - since : 0
+    }
+}
+
+/// Admits one sender at a time per TCP stream, by the stream's `second_sender` policy: with "refuse" a new
+/// connection is closed while the current sender delivers video, and takes over from one that has delivered none
+/// for `deadlines.hold`.
+final class SenderRegistry: Sendable {
+    private struct Active {
+        var id: ConnectionID
+        var channel: Channel
+        var admittedAt: UInt64
+    }
+    private struct State {
+        var active: Active?
+        var nextID: ConnectionID = 1
+    }
+    private let state = NIOLockedValueBox(State())
+    let policy: SecondSenderPolicy
+    let activity: SenderActivity
+    let deadlines: SenderDeadlines
+
+    init(policy: SecondSenderPolicy, activity: SenderActivity, deadlines: SenderDeadlines) {
+        self.policy = policy
+        self.activity = activity
+        self.deadlines = deadlines
+    }
+
+    enum Admission {
+        case accepted(ConnectionID, replacing: Channel?, staleFor: UInt64?)
+        case refused
+    }
+
+    /// Decides for a new connection. An admitted sender holds the stream until its channel closes (not merely
+    /// until it is active: a second connection can arrive before the first one's channel becomes active).
+    func admit(_ channel: Channel, now: UInt64) -> Admission {
+        let admission: Admission = state.withLockedValue { state in
+            var staleFor: UInt64?
+            if let active = state.active {
+                let quiet = SenderDeadlines.quiet(admittedAt: active.admittedAt, lastProgress: activity.lastProgress(of: active.id), now: now)
+                if policy == .refuse {
+                    guard quiet > deadlines.hold else { return .refused }
+                    staleFor = quiet
+                }
+            }
+            let replaced = state.active?.channel
+            let id = state.nextID
+            state.nextID += 1
+            state.active = Active(id: id, channel: channel, admittedAt: now)
+            return .accepted(id, replacing: replaced, staleFor: staleFor)
+        }
+        if case .accepted(let id, _, _) = admission {
+            channel.closeFuture.whenComplete { [self] _ in release(id) }
+        }
+        return admission
+    }
+
+    /// Nanoseconds the sender `id` has gone without delivering video; nil once it is no longer the sender.
+    func quiet(_ id: ConnectionID, now: UInt64) -> UInt64? {
+        state.withLockedValue { state in
+            guard let active = state.active, active.id == id else { return nil }
+            return SenderDeadlines.quiet(admittedAt: active.admittedAt, lastProgress: activity.lastProgress(of: id), now: now)
+        }
+    }
+
+    func release(_ id: ConnectionID) {
+        state.withLockedValue { state in
+            if state.active?.id == id { state.active = nil }
+        }
+    }
+
+    func closeActive() {
+        let channel = state.withLockedValue { $0.active?.channel }
+        channel?.close(promise: nil)
+    }
+}
+
+/// `max_connections_per_second` per source address: a token bucket per address, so that one host connecting in a
+/// loop cannot use up the allowance of the real sender. At most `maximumSources` buckets are kept; when full,
+/// buckets that are full again (their host quiet for a second or more) are forgotten first.
+struct PerSourceRateLimiter {
+    static let maximumSources = 4096
+    let rate: Int
+    private var buckets: [[UInt8]: ConnectionRateLimiter] = [:]
+
+    init(perSecond rate: Int) { self.rate = rate }
+
+    mutating func admit(_ address: SocketAddress?, now: UInt64) -> Bool {
+        let key = Self.key(address)
+        if buckets[key] == nil && buckets.count >= Self.maximumSources {
+            buckets = buckets.filter { !$0.value.isFull(now: now) }
+            if buckets.count >= Self.maximumSources { buckets.removeAll(keepingCapacity: true) }
+        }
+        return buckets[key, default: ConnectionRateLimiter(perSecond: rate)].admit(now: now)
+    }
+
+    /// The address bytes (an IPv4-mapped IPv6 address as its IPv4 address), without the port.
+    static func key(_ address: SocketAddress?) -> [UInt8] {
+        switch address {
+        case .v4(let address):
+            var raw = address.address.sin_addr
+            return withUnsafeBytes(of: &raw) { Array($0) }
+        case .v6(let address):
+            var raw = address.address.sin6_addr
+            let bytes = withUnsafeBytes(of: &raw) { Array($0) }
+            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+            return mapped ? Array(bytes[12..<16]) : bytes
+        case .unixDomainSocket, nil:
+            return []
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import CFrameRing
+import Glibc
+
+/// What happened to a ring's shared-memory object, for the writer's owner to log and count.
+public enum FrameRingEvent: Sendable, Equatable {
+    /// A new object was put under the name (first start, or the old one could not be kept: `reason`).
+    case created(bytes: Int, slots: Int, reason: String)
+    /// The object this user left there was taken over: its frames, sequence numbers and counters continue.
+    case tookOver(bytes: Int, slots: Int)
+    /// The stream moved to an object sized for the frames now published.
+    case resized(fromBytes: Int, toBytes: Int, slots: Int)
+    /// A format needs more than `limit` bytes for all the slots wanted: the ring has fewer.
+    case slotsLimited(wanted: Int, slots: Int, limit: Int)
+    /// Another user's object (or something that is not a plain object) was under the name: it was not adopted
+    /// and, where this process may, was replaced by a new one.
+    case foreignObject(owner: UInt32, mode: UInt32, replaced: Bool)
+    /// Someone else truncated, removed or replaced the object: the stream moved to a new one.
+    case recreated(RingDamage)
+    /// No object could be made (the stream publishes nothing until one can): the error says why.
+    case failed(String)
+}
+
+public enum RingDamage: String, Sendable, Equatable {
+    case truncated = "was truncated by another process"
+    case unlinked = "was removed by another process"
+    case replaced = "was replaced by another process"
+    case unavailable = "could not be created earlier"
+}
+
+/// The header fields the writer owns, kept in its own memory: the object may be damaged at any moment.
+struct RingShadow {
+    var counters = RingCounters()
+    var latestSequence: UInt64 = 0
+    var generation: UInt64 = 0
+    var state = StreamState.starting
+    var codec = ""
+    var ptsClockRate: UInt32 = 0
+    var epoch: UInt64 = {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+    }()
+
+    /// What an existing ring of this user's says, to continue from.
+    init(continuing ring: RingPointers) {
+        counters = ring.loadCounters()
+        latestSequence = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
+        generation = streamrecv_shm_load_u64(ring.headerField(\.generation, as: UInt64.self))
+        codec = CString.read(ring.header.pointee.codec)
+        ptsClockRate = ring.header.pointee.pts_clock_rate
+    }
+
+    init() {}
+}
+
+extension FrameRingWriter {
+    /// At start: take over this user's object if it suits the configuration, otherwise put a new one in its place.
+    func openRing() throws(SharedMemoryError) {
+        let name = configuration.shmName
+        SharedMemoryObject.removeLeftovers(of: name)
+        var reason = "none was there"
+        var capacity = 0
+        var superseded: SharedMemoryObject?
+        switch try SharedMemoryObject.openExisting(name: name) {
+        case .none:
+            break
+        case .oursEmpty:
+            reason = "the one there was empty"
+        case .foreign(let owner, let mode, _):
+            reason = "another user's object was there"
+            let replacement = try makeObject(capacity: 0)
+            initialize(replacement.object, replacement.geometry)
+            do {
+                try replacement.object.install(as: name)
+            } catch {
+                onEvent(.foreignObject(owner: owner, mode: UInt32(mode), replaced: false))
+                throw SharedMemoryError(
+                    operation: error.operation, name: name, errno: error.errno,
+                    detail: "it belongs to uid \(owner) (mode \(String(mode, radix: 8))), not to this daemon's user: not adopted; remove it as root, or set another shm_name")
+            }
+            onEvent(.foreignObject(owner: owner, mode: UInt32(mode), replaced: true))
+            (object, geometry) = replacement
+            onEvent(.created(bytes: geometry.totalSize, slots: geometry.slotCount, reason: reason))
+            return
+        case .ours(let existing):
+            let found = existing.withMapping { base -> (geometry: RingGeometry, shadow: RingShadow)? in
+                guard case .success(let found) = RingGeometry.validated(base.assumingMemoryBound(to: streamrecv_shm_header.self), mappedSize: existing.size) else {
+                    return nil
+                }
+                return (found, RingShadow(continuing: RingPointers(base: base, geometry: found)))
+            }
+            guard let found, !existing.faulted else {
+                reason = "the one there was not a valid ring"
+                break
+            }
+            shadow = found.shadow
+            shadow.state = .starting
+            let foundCapacity = found.geometry.slotDataCapacity
+            if configuration.slots(forCapacity: foundCapacity) == found.geometry.slotCount
+                && found.geometry == RingGeometry(slotCount: found.geometry.slotCount, slotCapacity: foundCapacity) {
+                initialize(existing, found.geometry)
+                (object, geometry) = (existing, found.geometry)
+                onEvent(.tookOver(bytes: geometry.totalSize, slots: geometry.slotCount))
+                return
+            }
+            // Counters and sequence numbers continue in the new object; readers of the old one follow it.
+            reason = "the one there had another slot count, size limit or layout"
+            capacity = configuration.slots(forCapacity: foundCapacity) == nil ? 0 : foundCapacity
+            superseded = existing
+            geometry = found.geometry
+        }
+        let fresh = try makeObject(capacity: capacity)
+        initialize(fresh.object, fresh.geometry)
+        if let superseded { copyFrames(from: superseded, geometry: geometry, to: fresh.object, fresh.geometry) }
+        try fresh.object.install(as: name)
+        if let superseded { markReplaced(superseded) }
+        (object, geometry) = fresh
+        onEvent(.created(bytes: geometry.totalSize, slots: geometry.slotCount, reason: reason))
+    }
+
+    /// Moves the stream to a new object whose slots hold `frameBytes`. False (the current object stays) when the
+    /// size limit or /dev/shm does not allow it.
+    @discardableResult
+    func resize(toFit frameBytes: Int) -> Bool {
+        // A size that just failed is not tried again for a second: not an attempt (and a file made) per frame.
+        let now = MonotonicClock.nanoseconds()
+        if let failed = failedResize, frameBytes >= failed.bytes, now < failed.time &+ 1_000_000_000 { return false }
+        guard let slots = configuration.slots(forCapacity: frameBytes) else {
+            failedResize = (frameBytes, now)
+            onEvent(.failed("frames of \(frameBytes) bytes need more than ring_size_limit (\(configuration.sizeLimit) bytes) even in 2 slots"))
+            return false
+        }
+        let before = geometry.totalSize
+        // Someone may have shrunk the object we are leaving: that is still worth saying.
+        let damaged = object.map { $0.faulted || $0.isShrunk } ?? false
+        guard replaceObject(capacity: frameBytes, reason: nil) else {
+            failedResize = (frameBytes, now)
+            return false
+        }
+        failedResize = nil
+        if damaged { onEvent(.recreated(.truncated)) }
+        if slots < configuration.slotCount {
+            onEvent(.slotsLimited(wanted: configuration.slotCount, slots: slots, limit: configuration.sizeLimit))
+        }
+        onEvent(.resized(fromBytes: before, toBytes: geometry.totalSize, slots: slots))
+        return true
+    }
+
+    /// Someone else damaged the object, or none could be made earlier: put a new one (same size) under the name.
+    func recover(_ damage: RingDamage) {
+        if replaceObject(capacity: geometry.slotDataCapacity, reason: damage) { onEvent(.recreated(damage)) }
+    }
+
+    /// Makes a new object from the shadow header and puts it under the name; the old one, if still ours, is told
+    /// it was replaced so that its readers re-open the name.
+    private func replaceObject(capacity: Int, reason: RingDamage?) -> Bool {
+        let name = configuration.shmName
+        if reason != nil, case .object(let identity) = SharedMemoryObject.lookup(name), identity != object?.identity,
+           let present = try? SharedMemoryObject.openForReading(name: name), present.writerPresent == true {
+            // Another writer holds what is there now (two daemons configured with one shm_name): do not fight it.
+            object = nil
+            onEvent(.failed("another streamrecvd now writes /dev/shm/\(name); this stream publishes nothing until restarted"))
+            return false
+        }
+        let made: (object: SharedMemoryObject, geometry: RingGeometry)
+        do {
+            made = try makeObject(capacity: capacity)
+            // Whole before it has the name: header, magic and the frames readers may still want.
+            initialize(made.object, made.geometry)
+            if let old = object, !old.faulted, !old.isShrunk { copyFrames(from: old, geometry: geometry, to: made.object, made.geometry) }
+            try made.object.install(as: name)
+        } catch {
+            onEvent(.failed("\(error)"))
+            // A shrunk object is useless; one that is merely unnamed still serves the readers that have it.
+            if object?.faulted == true { object = nil }
+            return false
+        }
+        if let old = object { markReplaced(old) }
+        (object, geometry) = made
+        return true
+    }
+
+    /// Copies the newest frames of the old object that fit into the new one's slots, so that a reader that comes
+    /// to the new object late (the writer may move twice before it looks) still finds them. The writer is the
+    /// only one writing the old object: no seqlock is needed to read it.
+    private func copyFrames(from old: SharedMemoryObject, geometry oldGeometry: RingGeometry,
+                            to new: SharedMemoryObject, _ newGeometry: RingGeometry) {
+        let latest = shadow.latestSequence
+        guard latest > 0 else { return }
+        let first = latest > UInt64(newGeometry.slotCount) ? latest - UInt64(newGeometry.slotCount) + 1 : 1
+        old.withMapping { oldBase in
+            new.withMapping { newBase in
+                let source = RingPointers(base: oldBase, geometry: oldGeometry)
+                let destination = RingPointers(base: newBase, geometry: newGeometry)
+                for sequence in first...latest {
+                    let from = Int((sequence - 1) % UInt64(oldGeometry.slotCount))
+                    let to = Int((sequence - 1) % UInt64(newGeometry.slotCount))
+                    let slot = source.slot(from).pointee
+                    guard slot.sequence == sequence, slot.data_size <= UInt64(newGeometry.slotDataCapacity),
+                          slot.data_size <= UInt64(oldGeometry.slotDataCapacity) else { continue }
+                    destination.slotData(to).copyMemory(from: source.slotData(from), byteCount: Int(slot.data_size))
+                    var copy = slot
+                    copy.seqlock = 2
+                    destination.slot(to).pointee = copy
+                }
+            }
+        }
+    }
+
+    /// Tells the readers of an object of ours that the stream moved on to a new one.
+    private func markReplaced(_ old: SharedMemoryObject) {
+        guard !old.faulted else { return }
+        old.withMapping { base in
+            let ring = RingPointers(base: base, geometry: geometry)
+            streamrecv_shm_store_u32(ring.headerField(\.stream_state, as: UInt32.self), StreamState.replaced.rawValue)
+            streamrecv_shm_wake_all(ring.header)
+        }
+    }
+
+    /// Writes the shadow header into `object` (magic last).
+    private func initialize(_ object: SharedMemoryObject, _ geometry: RingGeometry) {
+        object.withMapping { initializeHeader(RingPointers(base: $0, geometry: geometry)) }
+    }
+
+    /// A new, initialised object of the right size for `capacity` under a temporary name.
+    private func makeObject(capacity: Int) throws(SharedMemoryError) -> (object: SharedMemoryObject, geometry: RingGeometry) {
+        let slots = configuration.slots(forCapacity: capacity) ?? 2
+        let geometry = RingGeometry(slotCount: slots, slotCapacity: capacity)
+        let object = try SharedMemoryObject.create(
+            for: configuration.shmName, size: geometry.totalSize, mode: configuration.mode, group: configuration.group)
+        object.withMapping { base in
+            // Zero header and slot table; the magic, stored last by initializeHeader, makes it valid.
+            base.initializeMemory(as: UInt8.self, repeating: 0, count: geometry.slotDataOffset)
+            let header = RingPointers(base: base, geometry: geometry).header
+            header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
+            header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
+            header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
+            header.pointee.slot_count = UInt32(geometry.slotCount)
+            header.pointee.slot_table_offset = UInt64(geometry.slotTableOffset)
+            header.pointee.slot_data_offset = UInt64(geometry.slotDataOffset)
+            header.pointee.slot_data_stride = UInt64(geometry.slotDataStride)
+            header.pointee.slot_data_capacity = UInt64(geometry.slotDataCapacity)
+            header.pointee.total_size = UInt64(geometry.totalSize)
+        }
+        return (object, geometry)
+    }
+
+    /// Writes what this writer owns in the header (everything but the geometry), magic last.
+    private func initializeHeader(_ ring: RingPointers) {
+        let header = ring.header
+        header.pointee.max_width = UInt32(configuration.maxWidth)
+        header.pointee.max_height = UInt32(configuration.maxHeight)
+        header.pointee.writer_pid = UInt32(getpid())
+        CString.write(configuration.streamName, to: ring.headerField(\.stream_name, as: UInt8.self), capacity: 64)
+        CString.write(shadow.codec, to: ring.headerField(\.codec, as: UInt8.self), capacity: 16)
+        header.pointee.pts_clock_rate = shadow.ptsClockRate
+        for (key, field) in RingPointers.counterFields {
+            streamrecv_shm_store_u64(ring.headerField(field, as: UInt64.self), shadow.counters[keyPath: key])
+        }
+        streamrecv_shm_store_u64(ring.headerField(\.generation, as: UInt64.self), shadow.generation)
+        streamrecv_shm_store_u64(ring.headerField(\.latest_sequence, as: UInt64.self), shadow.latestSequence)
+        streamrecv_shm_store_u32(ring.headerField(\.stream_state, as: UInt32.self), shadow.state.rawValue)
+        streamrecv_shm_store_u64(ring.headerField(\.writer_epoch, as: UInt64.self), shadow.epoch)
+        streamrecv_shm_store_u64(ring.headerField(\.magic, as: UInt64.self), STREAMRECV_SHM_MAGIC)
+        streamrecv_shm_wake_all(header)
+    }
+}

@@ -1,0 +1,193 @@
+import FrameFormats
+import Foundation
+import Glibc
+import SharedFrames
+import StreamrecvTestSupport
+import Testing
+
+/// A raw UDP datagram per 1400 bytes of `stream`, as `ffmpeg -f h264 udp://` splits it.
+func datagrams(of stream: [UInt8], size: Int = 1400) -> [[UInt8]] {
+    stride(from: 0, to: stream.count, by: size).map { Array(stream[$0..<min(stream.count, $0 + size)]) }
+}
+
+/// `packets` renumbered to follow themselves `repetition` times over: sequence numbers and timestamps go on, as
+/// a sender that keeps streaming would send them.
+func renumbered(_ packets: [[UInt8]], repetition: Int, frames: Int) -> [[UInt8]] {
+    packets.map { packet in
+        var bytes = packet
+        let sequence = (UInt16(bytes[2]) << 8 | UInt16(bytes[3])) &+ UInt16(truncatingIfNeeded: repetition * packets.count)
+        (bytes[2], bytes[3]) = (UInt8(sequence >> 8), UInt8(sequence & 0xFF))
+        let timestamp = (UInt32(bytes[4]) << 24 | UInt32(bytes[5]) << 16 | UInt32(bytes[6]) << 8 | UInt32(bytes[7]))
+            &+ UInt32(truncatingIfNeeded: repetition * frames * 3600)
+        (bytes[4], bytes[5], bytes[6], bytes[7]) = (UInt8(timestamp >> 24), UInt8((timestamp >> 16) & 0xFF), UInt8((timestamp >> 8) & 0xFF), UInt8(timestamp & 0xFF))
+        return bytes
+    }
+}
+
+/// Sends `run(k)` for k = 0, 1, … until `done()` or `seconds` pass.
+func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Void) {
+    let deadline = Date().addingTimeInterval(seconds)
+    var repetition = 0
+    while !done() && Date() < deadline {
+        run(repetition)
+        repetition += 1
+    }
+}
+
+/// Senders that restart, strangers that send a little, and connections that hold on: the stream must come back
+/// to the real sender, by itself and soon.
+@Suite(.serialized) struct SenderRecoveryTests {
+    /// A sender that stops and comes back from a new source port (as any restarted program does) is let in once
+    /// the old one has delivered nothing for a moment: not locked out for good by second_sender = refuse.
+    @Test(arguments: ["udp", "rtp"])
+    func aRestartedDatagramSenderFromANewPortIsLetIn(transport: String) throws {
+        let daemon = try DaemonProcess(label: "restart\(transport)", settings: [
+            "max_width": "320", "max_height": "240", "slots": "32", "codec": "\"h264\"", "idle_timeout": "30",
+            "second_sender": "\"refuse\"",
+        ], transport: transport)
+        let directory = try TestEnvironment.temporaryDirectory()
+        let path = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 20,
+                                               encoderParameters: "keyint=10:bframes=0", in: directory, name: "r.h264").path
+        let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        // Two runs of FFmpeg's packetizer: each has its own random SSRC and first sequence number.
+        let (first, second) = transport == "rtp" ? (try captureRTP(of: path), try captureRTP(of: path)) : (datagrams(of: stream), datagrams(of: stream))
+        let senderA = try #require(boundDatagramSocket())
+        sendDatagrams(first, port: daemon.port, from: senderA.descriptor)
+        close(senderA.descriptor)
+        let deadline = Date().addingTimeInterval(10)
+        while (daemon.status?.counters.framesPublished ?? 0) < 19 && Date() < deadline { usleep(20_000) }
+        let senderB = try #require(boundDatagramSocket())
+        defer { close(senderB.descriptor) }
+        // The restarted sender streams on; its first datagrams wait out the old sender's hold (2 s).
+        keepSending(for: 20, until: { (daemon.status?.counters.framesPublished ?? 0) >= 40 }) { repetition in
+            let run = transport == "rtp" ? renumbered(second, repetition: repetition, frames: 20) : second
+            sendDatagrams(run, port: daemon.port, pauseMicroseconds: 2000, from: senderB.descriptor)
+        }
+        let published = daemon.status?.counters.framesPublished ?? 0
+        #expect(published >= 20 + 20, "published \(published): the restarted sender was locked out")
+        #expect(daemon.log.contains("take over from") && daemon.log.contains("which delivered no video"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.isRunning)
+    }
+
+    /// A stranger sending one datagram of garbage every 200 ms from another address neither holds the stream
+    /// (when it came first) nor keeps the real sender's silence from being noticed.
+    @Test func aStrangerSendingNowAndThenDoesNotHoldTheStream() throws {
+        let daemon = try DaemonProcess(label: "stranger", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30",
+        ], transport: "udp")
+        let stranger = try #require(boundDatagramSocket(host: "127.0.0.2"))
+        defer { close(stranger.descriptor) }
+        let stop = ManagedFlag()
+        let port = daemon.port
+        let pinger = Thread {
+            while !stop.isSet {
+                sendDatagrams([[0x42, 0x42, 0x42, 0x42]], port: port, pauseMicroseconds: 200_000, from: stranger.descriptor)
+            }
+        }
+        pinger.start()
+        defer { stop.set() }
+        usleep(500_000)
+        let stream = try generated("h264", frames: 20, parameters: "keyint=10")
+        let sender = try #require(boundDatagramSocket())
+        defer { close(sender.descriptor) }
+        keepSending(for: 20, until: { (daemon.status?.counters.framesPublished ?? 0) >= 40 }) { _ in
+            sendDatagrams(datagrams(of: stream), port: daemon.port, pauseMicroseconds: 4000, from: sender.descriptor)
+        }
+        #expect((daemon.status?.counters.framesPublished ?? 0) >= 40, "the stranger held the stream")
+        stop.set()
+        while !pinger.isFinished { usleep(10_000) }
+    }
+
+    /// RTP: the sender restarts on the same port with a new SSRC and initial sequence number (RFC 3550: random),
+    /// and a stray packet 30000 sequence numbers ahead arrives mid-stream. Every frame of both runs is published,
+    /// bit-exact: no duplicate drops of the new sequence, no blackout after the jump.
+    @Test func rtpSequenceNumbersResynchronise() throws {
+        let daemon = try DaemonProcess(label: "resync", settings: [
+            "max_width": "320", "max_height": "240", "slots": "64", "codec": "\"h264\"",
+        ], transport: "rtp")
+        let directory = try TestEnvironment.temporaryDirectory()
+        let path = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 20,
+                                               encoderParameters: "keyint=10:bframes=0", in: directory, name: "s.h264").path
+        let reference = try referenceFrames(path, frameBytes: 320 * 240 * 3 / 2)
+        var first = try captureRTP(of: path)
+        let second = try captureRTP(of: path)
+        // A copy of packet 10 renumbered 30000 ahead: one packet far off the sequence.
+        var stray = first[10]
+        let sequence = (UInt16(stray[2]) << 8 | UInt16(stray[3])) &+ 30000
+        (stray[2], stray[3]) = (UInt8(sequence >> 8), UInt8(sequence & 0xFF))
+        first.insert(stray, at: 12)
+        let sender = try #require(boundDatagramSocket())
+        defer { close(sender.descriptor) }
+        let reader = try FrameRingReader(shmName: daemon.shmName)
+        sendDatagrams(first, port: daemon.port, from: sender.descriptor)
+        sendDatagrams(second, port: daemon.port, from: sender.descriptor)
+        let deadline = Date().addingTimeInterval(20)
+        while (daemon.status?.counters.framesPublished ?? 0) < 40 && Date() < deadline { usleep(20_000) }
+        #expect(daemon.status?.counters.framesPublished == 40)
+        var frames: [[UInt8]] = []
+        var pixels: [UInt8] = []
+        var previous: UInt64 = 0
+        while case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 2_000_000_000), frames.count < 40 {
+            frames.append(PlanarConversion.planar(pixels, layout: info.layout))
+            previous = info.sequence
+        }
+        #expect(frames == reference + reference, "\(frames.count) frames")
+        #expect(daemon.log.contains("new RTP source"))
+    }
+
+    /// A TCP connection that sends one zero byte every half second holds nothing: a real sender that connects
+    /// takes over once the holder has delivered no video for 2 s, and the holder is dropped at idle_timeout.
+    @Test func aConnectionSendingZerosDoesNotHoldATCPStream() throws {
+        let daemon = try DaemonProcess(label: "zeros", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "3", "second_sender": "\"refuse\"",
+        ])
+        let holder = try Sender(port: daemon.port, from: "127.0.0.2")
+        for _ in 0..<5 {
+            try holder.send([0][...])
+            usleep(500_000)
+        }
+        let stream = try generated("h264", frames: 10)
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 10_000)
+        #expect(daemon.waitUntilPublished(10))
+        #expect(holder.closedByPeer(within: 5), "the holder was let go")
+        #expect(daemon.log.contains("delivered no video for"))
+    }
+
+    /// 100 connections a second from one host use up that host's allowance only: the real sender on another
+    /// address is admitted and streams.
+    @Test func aConnectionFloodFromOneHostDoesNotStarveTheSender() throws {
+        let daemon = try DaemonProcess(label: "flood", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "max_connections_per_second": "5",
+        ])
+        let stop = ManagedFlag()
+        let port = daemon.port
+        let flood = Thread {
+            while !stop.isSet {
+                if let connection = try? Sender(port: port, from: "127.0.0.3") { connection.close() }
+                usleep(10_000)
+            }
+        }
+        flood.start()
+        defer { stop.set() }
+        usleep(1_000_000)
+        let stream = try generated("h264", frames: 10)
+        // Connections from the flooding host that were admitted hold the stream only until they close (at once);
+        // a sender that meets one of them connects again, as a real one would.
+        for _ in 0..<3 {
+            guard (try? Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 10_000)) == nil else { break }
+            usleep(200_000)
+        }
+        #expect(daemon.waitUntilPublished(10))
+        stop.set()
+        while !flood.isFinished { usleep(10_000) }
+        #expect(daemon.log.contains("this source is over max_connections_per_second"))
+    }
+}
+
+/// A flag two threads share in a test.
+final class ManagedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}
