@@ -26,6 +26,7 @@ import ctypes
 import mmap
 import os
 import platform
+import stat
 import struct
 import sys
 import time
@@ -223,13 +224,17 @@ class FrameRing:
     def _attach(self):
         """Opens the object behind the name and checks it; raises RingError (nothing is kept) when it is no ring."""
         try:
-            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO planted under the name must not hang open(2).
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as error:
             raise RingError("%s: %s" % (self.path, error.strerror)) from None
         try:
             status = os.fstat(descriptor)
-            if status.st_size < HEADER_SIZE:
-                raise RingError("%s: too small for a ring" % self.path)
+            if not stat.S_ISREG(status.st_mode) or status.st_size < HEADER_SIZE:
+                raise RingError("%s: not a plain object as large as a ring header" % self.path)
+            # The writer reserves every page: a sparse object claiming terabytes is a forgery.
+            if status.st_blocks * 512 < status.st_size:
+                raise RingError("%s: not a ring (a sparse object)" % self.path)
             raw = os.pread(descriptor, 256, 0)
             if len(raw) < 256:
                 raise RingError("%s: shrank while being read" % self.path)
@@ -310,7 +315,9 @@ class FrameRing:
                 if latest - sequence >= count:
                     return latest - count + 1
                 begin = struct.unpack("<Q", self._pread(8, slot_base))[0]
-                if begin & 1 or begin == 0:
+                if begin == 0:
+                    return latest + 1  # never written, though latest says the frame exists: this object began after it
+                if begin & 1:
                     return None  # being written: the writer wakes the futex when done (or died mid-write)
                 raw = self._pread(SLOT_SIZE, slot_base)
                 slot = {name: _unpack(SLOT, raw, 0, name) for name in SLOT}

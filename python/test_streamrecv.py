@@ -52,7 +52,7 @@ class HandMadeRing:
         self.data_stride = 4096
         self.total = self.slot_data + self.SLOTS * self.data_stride
         with open(self.path, "wb") as handle:
-            handle.truncate(self.total)
+            handle.write(bytes(self.total))  # every page allocated, as the daemon's posix_fallocate does
         self.file = open(self.path, "r+b")
         self.map = mmap.mmap(self.file.fileno(), self.total)
         self.put(streamrecv.HEADER, 0, magic=streamrecv.MAGIC, abi_version=1, header_size=4096, slot_size=256,

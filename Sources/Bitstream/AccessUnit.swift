@@ -47,6 +47,33 @@ public struct AccessUnit: Sendable {
     /// Its first slice is the picture's first (first_mb_in_slice 0, first_slice_segment_in_pic_flag): nothing of
     /// the picture came before it. A keyframe after lost data is only whole if this holds.
     public var beginsWithFirstSlice = false
+    /// Later pictures may refer to it (H.264 nal_ref_idc ≠ 0; H.265 not a sub-layer non-reference picture).
+    public var isReference = false
+    /// With a recovery point SEI: the pictures are correct `recoveryFrameCount` frames (H.264) or POC units
+    /// (H.265) after this one.
+    public var recoveryFrameCount: Int?
+
+    public init(
+        codec: VideoCodec, data: [UInt8], nalUnitTypes: [UInt8], streamOffset: Int64, sliceCount: Int,
+        randomAccess: RandomAccessKind?, ppsId: Int?, format: SequenceFormat?, parameterSets: [UInt8]?,
+        displayOrientation: DisplayOrientation??, end: AccessUnitEnd, beginsWithFirstSlice: Bool = false,
+        isReference: Bool = false, recoveryFrameCount: Int? = nil
+    ) {
+        self.codec = codec
+        self.data = data
+        self.nalUnitTypes = nalUnitTypes
+        self.streamOffset = streamOffset
+        self.sliceCount = sliceCount
+        self.randomAccess = randomAccess
+        self.ppsId = ppsId
+        self.format = format
+        self.parameterSets = parameterSets
+        self.displayOrientation = displayOrientation
+        self.end = end
+        self.beginsWithFirstSlice = beginsWithFirstSlice
+        self.isReference = isReference
+        self.recoveryFrameCount = recoveryFrameCount
+    }
 
     public var isKeyframe: Bool { randomAccess != nil }
     public var hasPicture: Bool { sliceCount > 0 }

@@ -64,6 +64,9 @@ public struct AccessUnitAssembler {
     private var sliceCount = 0
     /// The access unit's first slice is its picture's first (macroblock or CTU 0).
     private var beginsWithFirstSlice = false
+    /// Some slice of the picture may be referenced by later pictures.
+    private var isReference = false
+    private var recoveryFrameCount: Int?
     private var randomAccess: RandomAccessKind?
     private var ppsId: Int?
     private var displayOrientation: DisplayOrientation??
@@ -198,6 +201,7 @@ public struct AccessUnitAssembler {
                 if slice.redundantPicCnt == 0 { lastH264Slice = slice }
             }
             if type == .idrSlice { randomAccess = .idr }
+            if header.nalRefIdc != 0 { isReference = true }
             sliceCount += 1
         case H264NALUnitType.endOfSequence.rawValue, H264NALUnitType.endOfStream.rawValue:
             append(unit, type: type.rawValue)
@@ -261,6 +265,8 @@ public struct AccessUnitAssembler {
             } else if type.isIRAP && type.rawValue <= 18 {
                 randomAccess = .bla
             }
+            // Sub-layer non-reference pictures are the even types below 16 (TRAIL_N, TSA_N, RASL_N, …).
+            if type.rawValue >= 16 || type.rawValue % 2 == 1 { isReference = true }
             sliceCount += 1
         case 36, 37:
             append(unit, type: type.rawValue)
@@ -297,8 +303,9 @@ public struct AccessUnitAssembler {
     }
 
     private mutating func noteSEI(_ messages: SEIMessages) {
-        if messages.recoveryPoint != nil && randomAccess == nil {
+        if let recovery = messages.recoveryPoint, randomAccess == nil {
             randomAccess = .recoveryPoint
+            recoveryFrameCount = recovery.recoveryFrameCount
         }
         if let orientation = messages.displayOrientation { displayOrientation = orientation }
     }
@@ -345,7 +352,8 @@ public struct AccessUnitAssembler {
                 codec: codec!, data: data, nalUnitTypes: nalUnitTypes, streamOffset: streamOffset,
                 sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
                 parameterSets: parameterSets, displayOrientation: displayOrientation, end: end,
-                beginsWithFirstSlice: beginsWithFirstSlice)))
+                beginsWithFirstSlice: beginsWithFirstSlice, isReference: isReference,
+                recoveryFrameCount: randomAccess == .recoveryPoint ? recoveryFrameCount : nil)))
         }
         swap(&data, &spareData)
         swap(&nalUnitTypes, &spareNALUnitTypes)
@@ -353,6 +361,8 @@ public struct AccessUnitAssembler {
         nalUnitTypes.removeAll(keepingCapacity: true)
         sliceCount = 0
         beginsWithFirstSlice = false
+        isReference = false
+        recoveryFrameCount = nil
         randomAccess = nil
         ppsId = nil
         displayOrientation = nil

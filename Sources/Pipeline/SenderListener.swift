@@ -100,6 +100,9 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
     private var kernelDrops: UInt32?
     private var readingBatch = false
+    /// After a kernel drop: bytes still to read (of any source) before the gap is surely behind us, and whether
+    /// the batch that revealed it is still being read (it came out of the queue before the count was taken).
+    private var lossWindow: (remaining: Int, inRevealingBatch: Bool)?
 
     init(worker: StreamWorker, logger: Logger, configuration: StreamConfiguration, metrics: StreamMetrics,
          activity: SenderActivity, messageBytes: Int) {
@@ -153,6 +156,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
             if configuration.listen.transport == .udp { checkKernelDrops(context.channel) }
         }
         let envelope = unwrapInboundIn(data)
+        defer { countTowardsLossWindow(envelope.data.readableBytes) }
         let source = envelope.remoteAddress
         let now = MonotonicClock.nanoseconds()
         guard configuration.allow.allows(source) else {
@@ -196,7 +200,24 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         readingBatch = false
+        if let window = lossWindow, window.inRevealingBatch {
+            lossWindow = (window.remaining, false)
+            countTowardsLossWindow(0)
+        }
         context.fireChannelReadComplete()
+    }
+
+    /// A datagram read (of any source): once everything that was queued when the drop was seen has been read,
+    /// the gap is behind, and the decode thread may let a keyframe end the damage again.
+    private func countTowardsLossWindow(_ bytes: Int) {
+        guard var window = lossWindow, !window.inRevealingBatch else { return }
+        window.remaining -= bytes
+        guard window.remaining <= 0 else {
+            lossWindow = window
+            return
+        }
+        lossWindow = nil
+        if let current = active { worker.enqueue(.lossWindow(current.id, open: false)) }
     }
 
     /// Datagrams the kernel dropped since the last read batch (its receive buffer was full) precede this batch.
@@ -207,15 +228,24 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
             level: .socket, name: NIOBSDSocket.Option(rawValue: 55))  // SO_MEMINFO; entry 8 is SK_MEMINFO_DROPS
         future.whenSuccess { [self] info in
             defer { kernelDrops = info.8 }
+            // Nothing queued: whatever was queued when the drop was seen has been read (by this batch at the latest).
+            if info.0 == 0, lossWindow != nil { lossWindow = (0, true) }
             guard let previous = kernelDrops, info.8 != previous, let current = active else { return }
-            reportLoss(current.id, datagrams: Int(info.8 &- previous), because: "the receive buffer overflowed",
-                       now: MonotonicClock.nanoseconds())
+            // The kernel drops when its queue is full, so the gap follows what was queued then: this batch and what
+            // is still queued now (SK_MEMINFO_RMEM_ALLOC, entry 0; payload plus overhead, so an upper bound).
+            let count = Int(info.8 &- previous)
+            metrics.datagramsLost.increment(by: Int64(count))
+            if lossWindow == nil { worker.enqueue(.lossWindow(current.id, open: true)) }
+            lossWindow = (max(lossWindow?.remaining ?? 0, Int(info.0)), true)
+            log.log(.warning, key: "lost-overflow", now: MonotonicClock.nanoseconds(),
+                    "\(count) datagram(s) lost: the receive buffer overflowed")
         }
     }
 
+    /// `datagrams` of the sender were lost right here.
     private func reportLoss(_ id: ConnectionID, datagrams: Int, because reason: String, now: UInt64) {
         metrics.datagramsLost.increment(by: Int64(datagrams))
-        worker.enqueue(.datagramsLost(id, count: datagrams))
+        worker.enqueue(.datagramsLost(id))
         log.log(.warning, key: "lost-\(reason)", now: now, "\(datagrams) datagram(s) lost: \(reason)")
     }
 
@@ -227,6 +257,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     private func end(reason: DisconnectReason) {
         guard let current = active else { return }
         active = nil
+        lossWindow = nil
         worker.enqueue(.disconnected(current.id, reason: reason))
     }
 }

@@ -18,6 +18,8 @@ final class StreamMetrics: Sendable {
         case slotCapacity = "slot_capacity"
         /// The shared-memory object vanished and could not be re-created.
         case ringUnavailable = "ring_unavailable"
+        /// Its pixels could not be written into the slot (a failed GPU download).
+        case writeFailed = "write_failed"
     }
 
     /// Why a new sender replaced the current one.

@@ -167,7 +167,7 @@ extension StreamWorker {
         }
         rtpEventScratch.removeAll(keepingCapacity: true)
         // Asked again every keyframe_request_interval until a keyframe arrives: the request itself may be lost.
-        if lostSinceKeyframe, let ssrc = rtp?.ssrc ?? packetSSRC { requestKeyframe(mediaSSRC: ssrc, now: time) }
+        if loss.needsKeyframe, let ssrc = rtp?.ssrc ?? packetSSRC { requestKeyframe(mediaSSRC: ssrc, now: time) }
     }
 
     /// RTCP PLI or FIR to the sender, at most once per `keyframe_request_interval`.
@@ -197,20 +197,13 @@ extension StreamWorker {
         nalUnitScratch.removeAll(keepingCapacity: true)
     }
 
-    /// One NAL unit to the assembler. A slice it took, a parameter set, or a picture it completed is video: the
-    /// sender is making progress (garbage, zero bytes and NAL units of no use are not).
+    /// One NAL unit to the assembler. A slice it took or a picture it completed is video: the sender is making
+    /// progress (garbage, zero bytes, parameter sets sent again and again, NAL units of no use are not).
     func push(_ unit: NALUnit) {
         let slices = assembler.slicesInProgress
-        let repeats = assembler.statistics.parameterSetRepeats
         assembler.push(unit) { eventScratch.append($0) }
-        var progress = assembler.slicesInProgress > slices || assembler.statistics.parameterSetRepeats > repeats
-        for event in eventScratch where !progress {
-            switch event {
-            case .parameterSet: progress = true
-            case .accessUnit(let unit): progress = unit.hasPicture
-            case .codecDetected, .problem: break
-            }
-        }
+        var progress = assembler.slicesInProgress > slices
+        for case .accessUnit(let unit) in eventScratch where unit.hasPicture { progress = true }
         if progress { reportProgress(now: MonotonicClock.nanoseconds()) }
         handleCollectedEvents()
     }

@@ -75,17 +75,14 @@ extension StreamWorker {
             return
         }
         if let change = unit.displayOrientation { orientation = change }
-        // A keyframe ends the damage of an earlier loss only if all of it came after the loss.
-        if unit.isKeyframe && unit.streamOffset >= lossOffset && (lossOffset < 0 || unit.beginsWithFirstSlice) {
-            lostSinceKeyframe = false
-            lastKeyframeRequest = nil
-        }
+        let damaged = loss.isDamaged(unit)
+        if !loss.damaged { lastKeyframeRequest = nil }
         let pts = nextPTS
         nextPTS += 1
         let carrier = arrival(ofOffset: unit.streamOffset)
         pending[pts] = PendingFrame(
             timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,
-            format: unit.format, afterLoss: lostSinceKeyframe, mediaTimestamp: carrier.mediaTimestamp)
+            format: unit.format, afterLoss: damaged, mediaTimestamp: carrier.mediaTimestamp)
         if pending.count > 512 {
             // Access units that produced no frame (undecodable, dropped by the decoder) leave stale entries.
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
@@ -147,11 +144,14 @@ extension StreamWorker {
         }
         let layout = lastLayout!
         var failure: DecoderError?
-        let outcome = writer.publish(layout: layout, metadata: metadata) { destination, layout in
-            do throws(DecoderError) { try frame.write(into: destination, layout: layout) } catch { failure = error }
-        }
-        if let failure {
-            log.log(.error, key: "write", now: decodedAt, "frame could not be written: \(failure)")
+        let outcome = writer.publishChecked(layout: layout, metadata: metadata) { destination, layout in
+            do throws(DecoderError) {
+                try frame.write(into: destination, layout: layout)
+                return true
+            } catch {
+                failure = error
+                return false
+            }
         }
         switch outcome {
         case .published:
@@ -170,6 +170,11 @@ extension StreamWorker {
         case .unavailable:
             drop(.ringUnavailable)
             discontinuity = true
+        case .unfilled:
+            // Never a frame with pixels that are not its own: dropped, and the next one marks the gap.
+            drop(.writeFailed)
+            discontinuity = true
+            log.log(.error, key: "write", now: decodedAt, "frame could not be written: \(failure.map { "\($0)" } ?? "unknown"); dropped")
         }
     }
 

@@ -31,8 +31,10 @@ final class StreamWorker: @unchecked Sendable {
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// One RTP packet.
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
-        /// udp://: datagrams of this sender that were lost before reaching the queue.
-        case datagramsLost(ConnectionID, count: Int)
+        /// udp://: datagrams of this sender were lost before reaching the queue, just here.
+        case datagramsLost(ConnectionID)
+        /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
+        case lossWindow(ConnectionID, open: Bool)
         case disconnected(ConnectionID, reason: DisconnectReason)
         /// Queued by the sender's event loop after it has handled every read that was ready (`requestIdleBarrier`).
         case idleBarrier(UInt64)
@@ -84,11 +86,8 @@ final class StreamWorker: @unchecked Sendable {
     var assembler: AccessUnitAssembler
     /// For `rtp://` streams: NAL units come from RTP packets instead of the Annex B splitter.
     var rtp: RTPIngest?
-    /// Data was lost since the last whole random-access point: frames decoded now follow `loss_policy`.
-    var lostSinceKeyframe = false
-    /// Where (splitter or depacketizer offset) data was last lost: only a keyframe that begins at or after it with
-    /// its picture's first slice is whole.
-    var lossOffset: Int64 = -1
+    /// Which pictures lost data damaged: frames decoded from them follow `loss_policy`.
+    var loss = LossTracker()
     /// When the ring's name was last checked, and the next check.
     var nextRingCheck: UInt64 = 0
     /// Sends an RTCP datagram to the current RTP sender (set by the listener when `keyframe_request` is on).
@@ -244,8 +243,16 @@ final class StreamWorker: @unchecked Sendable {
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
                 bytePool.recycle(bytes)
-            case .datagramsLost(let id, let count):
-                if id == connection { datagramsLost(count) }
+            case .datagramsLost(let id):
+                if id == connection { noteLoss(at: splitter.statistics.bytesIn) }
+            case .lossWindow(let id, let open):
+                guard id == connection else { continue }
+                if open {
+                    loss.openLossWindow(at: splitter.statistics.bytesIn)
+                    discontinuity = true
+                } else {
+                    loss.closeLossWindow(at: splitter.statistics.bytesIn)
+                }
             case .disconnected(let id, let reason):
                 guard id == connection else { continue }
                 end(reason: reason)
@@ -313,8 +320,7 @@ final class StreamWorker: @unchecked Sendable {
         arrivals.removeAll(keepingCapacity: true)
         splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
-        lostSinceKeyframe = false
-        lossOffset = -1
+        loss.startAfresh()
         discontinuity = true
     }
 
@@ -353,14 +359,8 @@ final class StreamWorker: @unchecked Sendable {
     /// Data was lost at stream offset `offset`: every frame is damaged (flagged corrupt, or withheld with
     /// loss_policy = keyframe) until a keyframe that begins after it.
     func noteLoss(at offset: Int64) {
-        lostSinceKeyframe = true
-        lossOffset = max(lossOffset, offset)
+        loss.noteLoss(at: offset)
         discontinuity = true
-    }
-
-    /// udp://: datagrams lost on the way in damage what is being received now.
-    private func datagramsLost(_ count: Int) {
-        noteLoss(at: splitter.statistics.bytesIn)
     }
 
     /// The sender delivered valid video: told to the listener at most every 50 ms.

@@ -108,6 +108,10 @@ struct RingPointers {
         (base + geometry.slotTableOffset + index * Int(STREAMRECV_SHM_SLOT_SIZE)).assumingMemoryBound(to: streamrecv_shm_slot.self)
     }
 
+    func slotField<T>(_ index: Int, _ field: KeyPath<streamrecv_shm_slot, T>) -> UnsafeMutablePointer<T> {
+        (UnsafeMutableRawPointer(slot(index)) + MemoryLayout<streamrecv_shm_slot>.offset(of: field)!).assumingMemoryBound(to: T.self)
+    }
+
     func slotData(_ index: Int) -> UnsafeMutableRawPointer {
         base + geometry.slotDataOffset + index * geometry.slotDataStride
     }

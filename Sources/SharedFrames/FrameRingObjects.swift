@@ -196,7 +196,8 @@ extension FrameRingWriter {
                     let from = Int((sequence - 1) % UInt64(oldGeometry.slotCount))
                     let to = Int((sequence - 1) % UInt64(newGeometry.slotCount))
                     let slot = source.slot(from).pointee
-                    guard slot.sequence == sequence, slot.data_size <= UInt64(newGeometry.slotDataCapacity),
+                    // Odd: a writer died inside it (a restart after SIGKILL); its pixels are not its frame's.
+                    guard slot.seqlock & 1 == 0, slot.sequence == sequence, slot.data_size <= UInt64(newGeometry.slotDataCapacity),
                           slot.data_size <= UInt64(oldGeometry.slotDataCapacity) else { continue }
                     destination.slotData(to).copyMemory(from: source.slotData(from), byteCount: Int(slot.data_size))
                     var copy = slot

@@ -120,7 +120,7 @@ public final class FrameRingReader: @unchecked Sendable {
     /// header's pid where the lock cannot be tested.
     public var writerIsAlive: Bool {
         if let present = object.writerPresent { return present }
-        let pid = pid_t(bitPattern: status.writerPID)
+        let pid = object.withMapping { pid_t(bitPattern: RingPointers(base: $0, geometry: geometry).header.pointee.writer_pid) }
         return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
     }
 
@@ -221,12 +221,17 @@ public final class FrameRingReader: @unchecked Sendable {
             if latest - sequence >= count { return .lapped(oldestAvailable: latest - count + 1) }
             let index = Int((sequence - 1) % count)
             let slot = UnsafePointer(ring.slot(index))
+            // Never written (seqlock 0) while latest says the frame exists: this object began after it.
+            if streamrecv_shm_load_u64(UnsafePointer(ring.slotField(index, \.seqlock))) == 0 {
+                return .lapped(oldestAvailable: oldestHeld(after: sequence, latest: latest, ring: ring))
+            }
             let begin = streamrecv_shm_read_begin(slot)
             if begin == 0 { return .torn }
             var copy = slot.pointee
             guard copy.sequence == sequence else {
                 guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }
-                if copy.sequence > sequence { return .lapped(oldestAvailable: latest - count + 1) }
+                // Newer: overwritten since `latest` was read; the slot's own frame bounds what is still held.
+                if copy.sequence > sequence { return .lapped(oldestAvailable: copy.sequence &- count &+ 1) }
                 // Older than latest says: this object began after that frame (the writer moved to it).
                 return .lapped(oldestAvailable: oldestHeld(after: sequence, latest: latest, ring: ring))
             }
@@ -253,7 +258,7 @@ public final class FrameRingReader: @unchecked Sendable {
 
     /// The oldest frame after `sequence` this object holds (one the writer began it with), or `latest + 1`.
     private func oldestHeld(after sequence: UInt64, latest: UInt64, ring: RingPointers) -> UInt64 {
-        var oldest = latest + 1
+        var oldest = latest &+ 1
         for index in 0..<geometry.slotCount {
             let slot = UnsafePointer(ring.slot(index))
             let begin = streamrecv_shm_read_begin(slot)
@@ -275,7 +280,7 @@ public final class FrameRingReader: @unchecked Sendable {
     /// The frame after `previous`, waiting up to `timeoutNanoseconds` for it. Skips ahead (counting
     /// `lappedFrames`) when the writer lapped us; retries torn reads; follows a restarted daemon.
     public func next(after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool = false) -> NextOutcome {
-        var wanted = previous + 1
+        var wanted = previous &+ 1
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
         var consecutiveTorn = 0
         while true {
@@ -284,7 +289,7 @@ public final class FrameRingReader: @unchecked Sendable {
             case .frame(let info):
                 return .frame(info)
             case .lapped(let oldest):
-                lappedFrames += oldest - wanted
+                lappedFrames &+= oldest > wanted ? oldest - wanted : 0
                 wanted = oldest
                 continue
             case .torn:
@@ -305,9 +310,9 @@ public final class FrameRingReader: @unchecked Sendable {
                 usleep(10_000)
                 continue
             case .notYetPublished:
-                if latestSequence + 1 < wanted {
+                if latestSequence &+ 1 < wanted {
                     // The writer restarted with a fresh object (sequence numbers began again).
-                    wanted = latestSequence + 1
+                    wanted = latestSequence &+ 1
                 }
                 let state = self.state
                 if state == .replaced && reattachIfReplaced() { continue }

@@ -84,6 +84,8 @@ public enum PublishOutcome: Sendable, Equatable {
     case refused(neededBytes: Int, limit: Int)
     /// No ring could be made for it (the event said why).
     case unavailable
+    /// `fill` could not write the pixels: nothing was published.
+    case unfilled
 }
 
 /// The writing side of one stream's frame ring. It never waits for a reader, and nothing another process does to
@@ -136,11 +138,19 @@ public final class FrameRingWriter: @unchecked Sendable {
         layout.byteCount <= geometry.slotDataCapacity || resize(toFit: layout.byteCount)
     }
 
-    /// Publishes one frame: `fill` writes the pixels into the slot's data (laid out as `layout`); readers see the
-    /// frame only once this returns. Never blocks on a reader. `fill` runs again if the object was damaged while
-    /// it wrote, into the object that replaces it.
+    /// Publishes one frame whose pixels `fill` always writes in full.
     public func publish(
         layout: FrameLayout, metadata: FrameMetadata, fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Void
+    ) -> PublishOutcome {
+        publishChecked(layout: layout, metadata: metadata) { fill($0, $1); return true }
+    }
+
+    /// Publishes one frame: `fill` writes the pixels into the slot's data (laid out as `layout`) and returns
+    /// whether it could (a GPU download can fail); readers see the frame only once this returns, and never one
+    /// whose pixels were not written (`.unfilled`: the slot then holds no frame). Never blocks on a reader. `fill`
+    /// runs again if the object was damaged while it wrote, into the object that replaces it.
+    public func publishChecked(
+        layout: FrameLayout, metadata: FrameMetadata, fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Bool
     ) -> PublishOutcome {
         checkName(now: MonotonicClock.nanoseconds())
         if layout.byteCount > geometry.slotDataCapacity {
@@ -162,15 +172,17 @@ public final class FrameRingWriter: @unchecked Sendable {
             lastLayout = layout
         }
         let next = shadow.latestSequence + 1
+        var filled = false
         for _ in 0..<2 {
             guard let object else { return .unavailable }
-            object.withMapping { base in
+            filled = object.withMapping { base in
                 write(RingPointers(base: base, geometry: geometry), sequence: next, layout: layout, metadata: metadata, fill: fill)
             }
             if !object.faulted { break }
             recover(.truncated)
         }
         guard object != nil else { return .unavailable }
+        guard filled else { return .unfilled }
         shadow.latestSequence = next
         shadow.counters.framesPublished += 1
         withHeader { ring in
@@ -181,15 +193,20 @@ public final class FrameRingWriter: @unchecked Sendable {
         return .published(sequence: next)
     }
 
+    /// Writes one slot; false (the slot then holds no frame) when `fill` could not write the pixels.
     private func write(
         _ ring: RingPointers, sequence: UInt64, layout: FrameLayout, metadata: FrameMetadata,
-        fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Void
-    ) {
+        fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Bool
+    ) -> Bool {
         streamrecv_shm_store_u64(ring.headerField(\.generation, as: UInt64.self), shadow.generation)
         let index = Int((sequence - 1) % UInt64(geometry.slotCount))
         let slot = ring.slot(index)
         streamrecv_shm_write_begin(slot)
-        fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout)
+        guard fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout) else {
+            slot.pointee.sequence = 0
+            streamrecv_shm_write_end(slot)
+            return false
+        }
         slot.pointee.sequence = sequence
         slot.pointee.generation = shadow.generation
         slot.pointee.pixel_format = layout.format.rawValue
@@ -232,6 +249,7 @@ public final class FrameRingWriter: @unchecked Sendable {
         slot.pointee.visible_width = visible.width
         slot.pointee.visible_height = visible.height
         streamrecv_shm_write_end(slot)
+        return true
     }
 
     public func setState(_ state: StreamState) {
@@ -284,7 +302,14 @@ public final class FrameRingWriter: @unchecked Sendable {
     /// it. With `removingName` the object is also removed from /dev/shm (readers keep what they mapped).
     public func close(removingName: Bool = false) {
         guard let object else { return }
-        setState(.stopped)
+        // Not through setState: a shrunk object is not worth re-creating on the way out.
+        if !object.faulted && !object.isShrunk {
+            object.withMapping { base in
+                let ring = RingPointers(base: base, geometry: geometry)
+                streamrecv_shm_store_u32(ring.headerField(\.stream_state, as: UInt32.self), StreamState.stopped.rawValue)
+                streamrecv_shm_wake_all(ring.header)
+            }
+        }
         if removingName { SharedMemoryObject.unlink(name: configuration.shmName, ifStill: object.identity) }
         self.object = nil
     }

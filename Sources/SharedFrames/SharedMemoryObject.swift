@@ -70,6 +70,11 @@ final class SharedMemoryObject {
         owner = status.st_uid
         self.base = base
         guardNumber = streamrecv_guard_register(base, size)
+        guard guardNumber >= 0 else {
+            // Unguarded, a shrunk object would kill the process: refuse instead (1024 mappings in one process).
+            munmap(base, size)
+            throw SharedMemoryError(operation: "guard", name: name, errno: EMFILE, detail: "too many rings mapped in this process")
+        }
     }
 
     deinit {
@@ -78,9 +83,8 @@ final class SharedMemoryObject {
         close(descriptor)
     }
 
-    /// True once someone shrank the object under the mapping (or the guard could not be set up, which only a
-    /// full table of 256 mappings causes): its contents are no longer shared.
-    var faulted: Bool { guardNumber < 0 || streamrecv_guard_faulted(guardNumber) != 0 }
+    /// True once someone shrank the object under the mapping: its contents are no longer shared.
+    var faulted: Bool { streamrecv_guard_faulted(guardNumber) != 0 }
 
     /// Whether the object is now smaller than the mapping (someone truncated it; the next access would fault).
     var isShrunk: Bool {
@@ -213,7 +217,8 @@ final class SharedMemoryObject {
 
     /// Maps the object behind `name` read-only (readers never write to the ring).
     static func openForReading(name: String) throws(SharedMemoryError) -> SharedMemoryObject {
-        let descriptor = open(directory + name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO someone planted under the name must not hang the reader in open(2).
+        let descriptor = open(directory + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { throw SharedMemoryError(operation: "open", name: name, errno: errno) }
         var status = stat()
         guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG,
@@ -222,6 +227,13 @@ final class SharedMemoryObject {
             close(descriptor)
             throw SharedMemoryError(operation: "open", name: name, errno: error == 0 ? EINVAL : error,
                                     detail: "not a plain object at least as large as a streamrecv header")
+        }
+        // A ring's pages are all reserved by its writer; a sparse object claiming terabytes is a forgery that
+        // would have readers allocate what it claims.
+        guard Int(status.st_blocks) * 512 >= Int(status.st_size) else {
+            close(descriptor)
+            throw SharedMemoryError(operation: "open", name: name, errno: EINVAL,
+                                    detail: "a sparse object (\(Int(status.st_blocks) * 512) of \(status.st_size) bytes allocated): not a ring")
         }
         do {
             return try SharedMemoryObject(name: name, size: Int(status.st_size), writable: false,

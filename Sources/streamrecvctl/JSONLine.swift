@@ -20,6 +20,11 @@ struct JSONLine {
         text += String(value)
     }
 
+    mutating func add(_ key: String, _ value: UInt64) {
+        appendKey(key)
+        text += String(value)
+    }
+
     mutating func add(_ key: String, _ value: Double?) {
         appendKey(key)
         text += value.map { $0.isFinite ? String($0) : "null" } ?? "null"

@@ -178,6 +178,30 @@ func inode(of name: String) -> UInt? {
         #expect(mappedSize > reader.objectSize, "the reader now maps the smaller, new object")
     }
 
+    /// A frame whose pixels could not be written (a failed GPU download) is not published: the slot it was given
+    /// holds no frame, and readers never see the stale pixels an older frame left there.
+    @Test func aFrameThatCouldNotBeWrittenIsNotPublished() throws {
+        let name = uniqueShmName("unfilled")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "unfilled", slotCount: 2, maxWidth: 64, maxHeight: 64))
+        let layout = FrameLayout(format: .gray8, width: 64, height: 64)
+        for sequence in 1...2 {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+        }
+        #expect(writer.publishChecked(layout: layout, metadata: FrameMetadata()) { _, _ in false } == .unfilled)
+        #expect(writer.latestSequence == 2)
+        let reader = try FrameRingReader(shmName: name)
+        var pixels: [UInt8] = []
+        #expect(reader.read(sequence: 1, into: &pixels) == .lapped(oldestAvailable: 2), "the slot given to the unwritten frame holds none")
+        #expect(writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 3); _ = $1 } == .published(sequence: 3))
+        guard case .frame(let info) = reader.read(sequence: 3, into: &pixels) else {
+            Issue.record("frame 3 not readable")
+            return
+        }
+        #expect(info.sequence == 3 && matchesPattern(pixels, sequence: 3))
+    }
+
     /// Headers anyone could write: each is refused with its reason, none traps or faults.
     @Test(arguments: [
         ("slot_count", 0 as UInt64, "slot count"),

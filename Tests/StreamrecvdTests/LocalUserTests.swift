@@ -95,7 +95,12 @@ import Testing
         holder.standardOutput = output
         try holder.run()
         defer { holder.terminate() }
-        let said = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        var said = ""
+        while !said.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            said += String(decoding: chunk, as: UTF8.self)
+        }
         #expect(said.contains("writer lock refused \(EBADF)"), "\(said)")
         #expect(daemon.stop() == 0)
         try daemon.start()
@@ -146,6 +151,12 @@ import Testing
             ("noslots", { header, _ in header.pointee.slot_count = 0 }, nil),
             ("offsets", { header, _ in header.pointee.slot_data_offset = UInt64.max - 100 }, nil),
             ("short", { _, _ in }, 9000),
+            // Consistent, but sparse: a reader would allocate the terabyte its slots claim.
+            ("sparse", { header, _ in
+                header.pointee.slot_data_stride = 1 << 39
+                header.pointee.slot_data_capacity = 1 << 39
+                header.pointee.total_size = 8192 + 2 << 39
+            }, 8192 + 2 << 39),
         ]
         let slots: [(name: String, forge: Forge)] = [
             ("plane", { _, slot in slot.pointee.plane_offset.0 = 1 << 40 }),
@@ -165,6 +176,10 @@ import Testing
         let escape = "\(tag)-escape"
         names.append(escape)
         try forgeRing("streamrecv-" + escape, owner: user.uid, streamName: "\u{1B}[2J\u{1B}]0;owned\u{07}")
+        // A FIFO under a ring name: opening it for reading would block until a writer comes.
+        names.append("\(tag)-fifo")
+        let fifo = try user.python("import os; os.mkfifo('/dev/shm/streamrecv-\(tag)-fifo', 0o644)")
+        #expect(fifo.status == 0, "\(fifo.standardError)")
 
         let table = try runWatched(tool("streamrecvctl"), ["status"])
         #expect(table.status == 0 && !table.crashed, "\(table.errors)")

@@ -43,12 +43,20 @@ static void on_bus_error(int signal_number) {
 
 static int attach(const char *name, struct ring *ring, int quiet) {
     char path[256];
-    snprintf(path, sizeof path, "/streamrecv-%s", name);
-    int fd = shm_open(path, O_RDONLY, 0);
+    snprintf(path, sizeof path, "/dev/shm/streamrecv-%s", name);
+    /* O_NONBLOCK: a FIFO planted under the name must not hang open(2). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) { if (!quiet) perror(path); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < STREAMRECV_SHM_HEADER_SIZE) {
-        if (!quiet) fprintf(stderr, "%s: not a streamrecv ring (too small)\n", path);
+        if (!quiet) fprintf(stderr, "%s: not a streamrecv ring (not a plain object, or too small)\n", path);
+        close(fd);
+        return -1;
+    }
+    /* The writer reserves every page; a sparse object claiming terabytes is a forgery (we would allocate its
+     * slot capacity). */
+    if ((uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size) {
+        if (!quiet) fprintf(stderr, "%s: not a streamrecv ring (a sparse object)\n", path);
         close(fd);
         return -1;
     }
@@ -92,6 +100,8 @@ static int read_frame(const struct ring *ring, uint64_t sequence, struct streamr
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
     for (;;) {
         if (sequence > streamrecv_shm_load_u64(&header->latest_sequence)) return 0;
+        /* Never written while latest says the frame exists: this object began after it. */
+        if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return -1;
         uint64_t begin = streamrecv_shm_read_begin(slot);
         if (begin == 0) return 0; /* the writer is in this slot: wait for its wake-up (or it died) */
         memcpy(copy, slot, sizeof *copy);

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-/* Registers [base, base + size) and returns a guard number (>= 0), or -1 when the table (256 mappings) is
+/* Registers [base, base + size) and returns a guard number (>= 0), or -1 when the table (1024 mappings) is
  * full or the handler could not be installed. */
 int streamrecv_guard_register(void *base, size_t size);
 
