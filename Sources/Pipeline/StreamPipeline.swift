@@ -76,9 +76,9 @@ final class StreamPipeline: @unchecked Sendable {
         do {
             channel = try await bind(worker: worker, registry: registry)
         } catch {
-            // The ring goes with the stream that never started: its descriptor and mapping are not left behind.
+            // Let go of the ring at once (the next reload's instance takes it over); it keeps its last frames.
             worker.stopAndWait()
-            writer.close(removingName: true)
+            writer.close()
             logger.error("cannot listen on \(configuration.listen): \(error)")
             throw error
         }
