@@ -67,11 +67,13 @@ final class DaemonProcess {
         shm_unlink("/" + shmName)
     }
 
-    /// - Parameter environment: added to the test's own environment (e.g. NOTIFY_SOCKET).
-    func start(environment: [String: String] = [:]) throws {
+    /// - Parameters:
+    ///   - environment: added to the test's own environment (e.g. NOTIFY_SOCKET).
+    ///   - limit: a resource limit for the daemon, as prlimit(1) takes it (`--nofile=64`); prlimit execs the daemon.
+    func start(environment: [String: String] = [:], limit: String? = nil) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool("streamrecvd"))
-        process.arguments = ["--config", configPath]
+        process.executableURL = URL(fileURLWithPath: limit == nil ? tool("streamrecvd") : "/usr/bin/prlimit")
+        process.arguments = (limit.map { [$0, tool("streamrecvd")] } ?? []) + ["--config", configPath]
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

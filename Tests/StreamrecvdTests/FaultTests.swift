@@ -58,38 +58,22 @@ func openDescriptors(_ pid: pid_t) -> Int {
         #expect(daemon.isRunning)
     }
 
-    /// No room for the ring (a file-size limit stands in for a full /dev/shm): the daemon does not start, and
-    /// says why.
-    /// A ring for 1080p frames needs more than 1 MB; the daemon runs with a 1 MB file-size limit: it starts, and
+    /// No room for the ring (a file-size limit stands in for a full /dev/shm). A ring for 1080p frames needs more than 1 MB; the daemon runs with a 1 MB file-size limit: it starts, and
     /// when the frames arrive it says why it cannot publish them (once a second at most), counts them as dropped,
     /// leaves no half-made object behind, and publishes the small frames that do fit.
     @Test func noRoomForTheRingIsAClearErrorAndLeavesNothingBehind() throws {
         let daemon = try DaemonProcess(label: "noroom", settings: ["max_width": "1920", "max_height": "1080"], start: false)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        process.arguments = ["--fsize=1048576", tool("streamrecvd"), "--config", daemon.configPath]
-        let log = daemon.directory.appendingPathComponent("limited.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: log)
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        let ready = Date().addingTimeInterval(20)
-        while (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting && Date() < ready { usleep(20_000) }
+        try daemon.start(limit: "--fsize=1048576")
         try Sender(port: daemon.port).sendPaced(try generated("h264", size: "1280x720", frames: 10), pauseMicroseconds: 10_000)
         try Sender(port: daemon.port).sendPaced(try generated("h264", size: "160x96", frames: 10), pauseMicroseconds: 10_000)
         let deadline = Date().addingTimeInterval(20)
         while (try? FrameRingReader(shmName: daemon.shmName))?.status.counters.framesPublished ?? 0 < 10 && Date() < deadline { usleep(20_000) }
         let status = try FrameRingReader(shmName: daemon.shmName).status
         #expect(status.counters.framesPublished == 10 && status.counters.framesDropped == 10, "\(status.counters)")
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        #expect(text.contains("is /dev/shm full?") && text.contains("frames are dropped until a ring can be made"), "\(text.suffix(2000))")
+        #expect(daemon.log.contains("is /dev/shm full?") && daemon.log.contains("frames are dropped until a ring can be made"), "\(daemon.log.suffix(2000))")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: "/dev/shm").filter { $0.hasPrefix(".\(daemon.shmName).") }
         #expect(leftovers.isEmpty, "\(leftovers)")
-        #expect(process.isRunning)
+        #expect(daemon.isRunning)
     }
 
     /// 30 SIGHUPs in a row while a sender streams: every reload leaves the unchanged stream alone.

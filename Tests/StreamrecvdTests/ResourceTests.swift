@@ -15,21 +15,7 @@ import Testing
         let metricsPort = freePort()
         let daemon = try DaemonProcess(label: "fdmetrics", settings: ["max_width": "160", "max_height": "96", "slots": "32"],
                                        daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], start: false)
-        // The daemon under a descriptor limit of 64: prlimit sets it for the process it starts.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        process.arguments = ["--nofile=64", tool("streamrecvd"), "--config", daemon.configPath]
-        let log = daemon.directory.appendingPathComponent("limited.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: log)
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        let ready = Date().addingTimeInterval(20)
-        while (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting && Date() < ready { usleep(20_000) }
+        try daemon.start(limit: "--nofile=64")
         var idle: [Sender] = []
         for _ in 0..<200 {
             guard let connection = try? Sender(port: metricsPort) else { break }
@@ -41,8 +27,8 @@ import Testing
         let deadline = Date().addingTimeInterval(20)
         while (try? FrameRingReader(shmName: daemon.shmName))?.status.counters.framesPublished ?? 0 < 10 && Date() < deadline { usleep(20_000) }
         #expect((try FrameRingReader(shmName: daemon.shmName)).status.counters.framesPublished == 10)
-        #expect(process.isRunning)
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(daemon.isRunning)
+        let text = daemon.log
         #expect(text.contains("metrics endpoint: 16 connections open; closing new ones"), "\(text.suffix(1500))")
         #expect(text.components(separatedBy: "connections open; closing new ones").count - 1 <= 2, "rate-limited")
         idle.removeAll()
