@@ -27,8 +27,6 @@ public struct RTPSourceValidator {
     public static let minimumSequential = 2
     public static let maximumDropout: UInt16 = 3000
     public static let maximumMisorder: UInt16 = 100
-    /// Packets held per candidate at most (probation needs only `minimumSequential`).
-    static let maximumHeld = 64
 
     public struct Statistics: Sendable, Equatable {
         public var sources = 0
@@ -102,9 +100,6 @@ public struct RTPSourceValidator {
                 self.candidate = nil
                 emit(.newSource(ssrc: packet.ssrc, restarted: false))
                 for held in candidate.held { emit(.packet(held)) }
-            } else if candidate.held.count > Self.maximumHeld {
-                candidate.held.removeFirst()
-                self.candidate = candidate
             } else {
                 self.candidate = candidate
             }

@@ -31,7 +31,7 @@ public struct ConfigurationReport: Sendable {
             }
             lines.append(line)
             guard let shm else { continue }
-            let minimum = RingSizes.twoSlots(of: largest, ring: ring)
+            let minimum = Self.twoSlots(of: largest, ring: ring)
             if minimum > shm.total {
                 errors.append("stream \(stream.name): two \(stream.maxWidth)x\(stream.maxHeight) frames (\(Self.size(minimum))) do not fit in /dev/shm (\(Self.size(shm.total))); lower max_width/max_height or enlarge /dev/shm")
             }
@@ -48,21 +48,20 @@ public struct ConfigurationReport: Sendable {
         return (Int(info.f_blocks) * Int(info.f_frsize), Int(info.f_bavail) * Int(info.f_frsize))
     }
 
+    /// The smallest ring that holds frames of `frameBytes`: two slots.
+    private static func twoSlots(of frameBytes: Int, ring: FrameRingConfiguration) -> Int {
+        var two = ring
+        two.slotCount = 2
+        two.sizeLimit = .max
+        return two.ringSize(frameBytes: frameBytes)?.bytes ?? .max
+    }
+
     static func size(_ bytes: Int) -> String {
         bytes >= 1 << 30 ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30))
             : bytes >= 1 << 20 ? String(format: "%.1f MiB", Double(bytes) / Double(1 << 20)) : "\(bytes >> 10) KiB"
     }
 }
 
-enum RingSizes {
-    /// The smallest ring that holds frames of `frameBytes`: two slots.
-    static func twoSlots(of frameBytes: Int, ring: FrameRingConfiguration) -> Int {
-        var two = ring
-        two.slotCount = 2
-        two.sizeLimit = .max
-        return two.ringSize(frameBytes: frameBytes)?.bytes ?? .max
-    }
-}
 
 /// The objects under the configured ring names.
 public enum RingNames {

@@ -25,14 +25,14 @@ final class RingEventReporter: Sendable {
         let path = "/dev/shm/\(shmName)"
         switch event {
         case .created(let bytes, let slots, let reason):
-            log(.info, "ring-created", "created the frame ring \(path): \(Self.megabytes(bytes)), \(slots) slots (\(reason))", clears: true)
+            log(.info, "ring-created", "created the frame ring \(path): \(ConfigurationReport.size(bytes)), \(slots) slots (\(reason))", clears: true)
         case .tookOver(let bytes, let slots):
-            log(.info, "ring-took-over", "took over the frame ring \(path): \(Self.megabytes(bytes)), \(slots) slots; frames and counters continue", clears: true)
+            log(.info, "ring-took-over", "took over the frame ring \(path): \(ConfigurationReport.size(bytes)), \(slots) slots; frames and counters continue", clears: true)
         case .resized(let from, let to, let slots):
-            log(.info, "ring-resized", "frame ring \(path) moved to a new object sized for the frames now decoded: \(Self.megabytes(from)) -> \(Self.megabytes(to)), \(slots) slots (readers follow it)", clears: true)
+            log(.info, "ring-resized", "frame ring \(path) moved to a new object sized for the frames now decoded: \(ConfigurationReport.size(from)) -> \(ConfigurationReport.size(to)), \(slots) slots (readers follow it)", clears: true)
         case .slotsLimited(let wanted, let slots, let limit):
             metrics.ringProblem(.sizeLimit)
-            log(.warning, "ring-limited", "frames of this format need more than ring_size_limit (\(Self.megabytes(limit))) for \(wanted) slots: the ring has \(slots)")
+            log(.warning, "ring-limited", "frames of this format need more than ring_size_limit (\(ConfigurationReport.size(limit))) for \(wanted) slots: the ring has \(slots)")
         case .foreignObject(let owner, let mode, let replaced):
             metrics.ringProblem(.foreign)
             log(.warning, "ring-foreign", "\(path) existed but was not created by this daemon's user (owner uid \(owner), mode \(String(mode, radix: 8))): not adopted; "
@@ -54,10 +54,6 @@ final class RingEventReporter: Sendable {
             if clears { state.problem = nil }
             state.log.log(level, key: key, now: now, message)
         }
-    }
-
-    static func megabytes(_ bytes: Int) -> String {
-        bytes < 1_000_000 ? "\(bytes / 1000) kB" : String(format: "%.1f MB", Double(bytes) / 1e6)
     }
 }
 

@@ -198,7 +198,9 @@ final class StreamWorker: @unchecked Sendable {
         finished.lock()
         while !isFinished { finished.wait() }
         finished.unlock()
-        releaseThread()
+        // The thread retains its block, which retains this worker: let go of it once it has ended, or a stopped
+        // stream (a reload) would keep its decoder and buffers for ever.
+        thread = nil
     }
 
     private func run() {
@@ -267,12 +269,6 @@ final class StreamWorker: @unchecked Sendable {
         isFinished = true
         finished.signal()
         finished.unlock()
-    }
-
-    /// The thread retains its block, which retains this worker: let go of the thread once it has ended, or a
-    /// stopped stream (a reload) would keep its decoder and buffers for ever.
-    private func releaseThread() {
-        thread = nil
     }
 
     /// False when the decode thread has been inside one work item for longer than `limit`: it is wedged
