@@ -74,14 +74,6 @@ public struct AnnexBSplitter {
         append(chunk[...], emit)
     }
 
-    /// The first byte (NAL unit header) of the unit in progress when its bytes so far could be the whole unit:
-    /// nil when no unit is in progress or the input so far ends in a zero byte (a NAL unit never does; the zeros
-    /// may be the next start code or `cabac_zero_words` under way). What an idle flush looks at.
-    public var completeLookingUnitHeader: UInt8? {
-        guard state == .inNALUnit, trailingZeros == 0, let first = carry.first else { return nil }
-        return first
-    }
-
     /// The bytes so far of the unit in progress (header first, still escaped); nil when none is in progress.
     /// A view of the carry buffer: look, then let go before the next `append`.
     public var unitInProgress: ArraySlice<UInt8>? {
@@ -89,9 +81,8 @@ public struct AnnexBSplitter {
         return carry[...]
     }
 
-    /// Ends the unit in progress: at end of input, or when the transport went idle after a complete-looking unit.
-    /// If the next bytes turn out to continue that unit, they are discarded up to the next start code and
-    /// `continuationsAfterFlush` counts it.
+    /// Ends the unit in progress at the end of the input (the connection closed). If bytes come after all and
+    /// continue that unit, they are discarded up to the next start code and `continuationsAfterFlush` counts it.
     public mutating func flush(_ emit: (NALUnit) -> Void) {
         if state == .inNALUnit {
             let end = carry.withUnsafeBytes { Self.endOfUnit($0, before: $0.count, from: 0) }

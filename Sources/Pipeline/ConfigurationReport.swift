@@ -30,6 +30,7 @@ public struct ConfigurationReport: Sendable {
                 if let size = ring.ringSize(frameBytes: bytes) { line += ", \(height)p \(Self.size(size.bytes))" }
             }
             lines.append(line)
+            if !stream.retiredKeys.isEmpty { warnings.append(Self.retiredKeysWarning(stream)) }
             guard let shm else { continue }
             let minimum = Self.twoSlots(of: largest, ring: ring)
             if minimum > shm.total {
@@ -39,6 +40,11 @@ public struct ConfigurationReport: Sendable {
         if let shm, limits > shm.free {
             warnings.append("the rings may grow to \(Self.size(limits)) in all (ring_size_limit), more than /dev/shm has free (\(Self.size(shm.free))): a stream whose ring cannot grow drops frames and says so")
         }
+    }
+
+    /// Keys that no longer do anything: said at --check-config and when the stream starts.
+    static func retiredKeysWarning(_ stream: StreamConfiguration) -> String {
+        "stream \(stream.name): \(stream.retiredKeys.joined(separator: ", ")) no longer used and ignored: an access unit closes when its end is known (the next one's first bytes, the RTP marker, the end of the input), never on a pause (docs/latency.md)"
     }
 
     /// The size and free space of the file system under /dev/shm.

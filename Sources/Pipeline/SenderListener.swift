@@ -45,7 +45,6 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        worker.setIdleBarrier(on: context.eventLoop)
         worker.enqueue(.connected(id, remote: context.remoteAddress?.description ?? "unknown"))
         context.fireChannelActive()
     }
@@ -63,6 +62,17 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
             }
         }
     }
+
+    /// Acknowledge at once, every time: Linux delays an ACK up to 40 ms, and a sender that writes without
+    /// TCP_NODELAY (FFmpeg's CLI, most programs) holds a frame's last partial segment back until its earlier bytes
+    /// are acknowledged (Nagle). Quick-ACK mode ends by itself, so it is set again after every batch of reads.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        _ = try? context.channel.syncOptions?.setOption(Self.quickAck, value: 1)
+        context.fireChannelReadComplete()
+    }
+
+    private static let quickAck = ChannelOptions.Types.SocketOption(
+        level: NIOBSDSocket.OptionLevel.tcp, name: .init(rawValue: TCP_QUICKACK))
 
     func channelInactive(context: ChannelHandlerContext) {
         worker.enqueue(.disconnected(id, reason: reason))
@@ -116,7 +126,6 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        worker.setIdleBarrier(on: context.eventLoop)
         let period = TimeAmount.nanoseconds(Int64(min(1_000_000_000, max(50_000_000, (deadlines.idleTimeout > 0 ? deadlines.idleTimeout : deadlines.hold) / 4))))
         idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { [self] _ in
             guard deadlines.idleTimeout > 0, let current = active else { return }

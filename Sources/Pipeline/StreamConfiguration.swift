@@ -89,11 +89,9 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var rtcpMux = false
     /// Sources allowed to send (TCP connections, datagrams); empty allows all.
     public var allow: [AddressRange] = []
-    /// tcp:// and udp://: close an access unit when the transport goes quiet after a complete-looking NAL unit
-    /// (`IdleFlushPolicy`), instead of waiting for the next frame's first bytes.
-    public var idleFlush = true
-    /// The shortest quiet interval that closes an access unit, in seconds (the adaptive interval never goes below).
-    public var idleFlushMinimum = 0.0003
+    /// Keys of earlier versions that are accepted but no longer do anything (`idle_flush`,
+    /// `idle_flush_minimum_ms`): `--check-config` and the daemon's start say so.
+    public var retiredKeys: [String] = []
     /// TCP connections accepted per second at most from one source address (bursts up to this many); the rest
     /// are closed at once.
     public var maxConnectionsPerSecond = 20

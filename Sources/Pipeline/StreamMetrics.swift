@@ -54,8 +54,6 @@ final class StreamMetrics: Sendable {
     let discardedBytes: Counter
     /// The shm object re-created because another process truncated or removed it.
     let ringRecreations: Counter
-    /// Access units closed because the transport went quiet after a complete-looking NAL unit.
-    let idleFlushes: Counter
     /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short).
     let datagramsLost: Counter
     /// accept(2) failures on the stream's TCP listener (EMFILE, ENFILE, ENOMEM).
@@ -69,15 +67,13 @@ final class StreamMetrics: Sendable {
     let idleDisconnects: Counter
     /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
     private let defects: [String: Counter]
-    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit", "premature_idle_flush"]
+    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit"]
     private let dropped: [DropReason: Counter]
     private let refused: [RefusalReason: Counter]
     let hardware: Gauge
     let width: Gauge
     let height: Gauge
     let framesPerSecond: Gauge
-    /// The adaptive idle-flush interval now (`IdleFlushPolicy`).
-    let idleFlushInterval: Gauge
     /// Access unit complete → frame published (decode time plus any reordering delay).
     let publishLatency: CoreMetrics.Timer
     /// Opening a decoder (and closing the one it replaces) at start and at each parameter-set change.
@@ -105,7 +101,6 @@ final class StreamMetrics: Sendable {
         keyframeRequests = counter("keyframe_requests_total")
         discardedBytes = counter("discarded_bytes_total")
         ringRecreations = counter("ring_recreations_total")
-        idleFlushes = counter("idle_flushes_total")
         datagramsLost = counter("datagrams_lost_total")
         acceptErrors = counter("accept_errors_total")
         rtpSourceChanges = counter("rtp_source_changes_total")
@@ -132,7 +127,6 @@ final class StreamMetrics: Sendable {
         width = gauge("frame_width")
         height = gauge("frame_height")
         framesPerSecond = gauge("frames_per_second")
-        idleFlushInterval = gauge("idle_flush_interval_seconds")
         publishLatency = CoreMetrics.Timer(label: Self.latencyLabel, dimensions: labels, factory: factory)
         decoderCreation = CoreMetrics.Timer(label: Self.creationLabel, dimensions: labels, factory: factory)
     }
@@ -153,12 +147,12 @@ final class StreamMetrics: Sendable {
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
-                        idleFlushes, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
+                        datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
             + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
             + Array(ringProblems.values) + Array(takeovers.values) {
             counter.destroy()
         }
-        for gauge in [hardware, width, height, framesPerSecond, idleFlushInterval] { gauge.destroy() }
+        for gauge in [hardware, width, height, framesPerSecond] { gauge.destroy() }
         publishLatency.destroy()
         decoderCreation.destroy()
     }

@@ -87,6 +87,7 @@ final class StreamPipeline: @unchecked Sendable {
             "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
             "shm": "/dev/shm/\(configuration.shmName)",
         ])
+        if !configuration.retiredKeys.isEmpty { logger.warning("\(ConfigurationReport.retiredKeysWarning(configuration))") }
         listening.withLockedValue { $0 = true }
         settled.fire()
         // Stopped by the daemon's graceful shutdown, by a reload (stop()), or by cancellation (a sibling failed).

@@ -7,9 +7,6 @@ extension StreamWorker {
     // MARK: - Annex B (tcp://, udp://)
 
     func receive(_ bytes: [UInt8], at time: UInt64) {
-        let pendingUnit = splitter.completeLookingUnitHeader
-        let previousArrival = lastArrival
-        lastArrival = time
         arrivals.append((splitter.statistics.bytesIn, time, nil))
         if arrivals.count > 4096 { arrivals.removeFirst(2048) }
         bytesThisConnection += Int64(bytes.count)
@@ -24,20 +21,7 @@ extension StreamWorker {
             log.log(.warning, key: "oversized-nal", now: time,
                     "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
         }
-        let continuations = after.continuationsAfterFlush - before.continuationsAfterFlush
-        if let flushed = idleFlushed, bytes.contains(where: { $0 != 0 }) {
-            idleFlushed = nil
-            if continuations > 0 {
-                prematureIdleFlush(gap: time &- flushed.after, pts: flushed.pts, now: time)
-            } else {
-                idleFlush?.flushWasRight()
-            }
-        } else if pendingUnit != nil, !AnnexBSplitter.startsWithStartCode(bytes[...]), time > previousArrival {
-            // The bytes went on with a unit that looked complete: a gap inside a NAL unit the interval must cover.
-            idleFlush?.continued(afterGap: time - previousArrival)
-        }
-        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits
-            && continuations == 0 {
+        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits {
             log.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
         }
         if after.emptyNALUnits > before.emptyNALUnits {
@@ -46,71 +30,11 @@ extension StreamWorker {
         }
         processCollectedUnits()
         // The next access unit's first bytes are in: close the one in progress now, not once that NAL unit is whole.
+        // This, the end of the input and an end-of-sequence NAL unit are the only ends Annex B has: the daemon never
+        // closes an access unit on a guess (a pause in the bytes), because a wrong guess damages the frame and
+        // every frame that refers to it (docs/latency.md). Senders that want their last frame at once send the
+        // next access unit's delimiter right after it, as `streamrecvctl send` does.
         if let prefix = splitter.unitInProgress, assembler.startsAccessUnit(prefix) { endAccessUnit() }
-    }
-
-    // MARK: - Idle flush
-
-    /// When to close the access unit in progress if no bytes come: after a complete-looking unit that can end a
-    /// picture, the policy's interval after the last bytes arrived (and never at once: the event loop may hold
-    /// bytes it has not handed over yet). Nil: wait for work without a deadline.
-    func idleFlushDeadline() -> UInt64? {
-        guard let policy = idleFlush, connection != nil, let header = splitter.completeLookingUnitHeader,
-              let codec = assembler.codec else { return nil }
-        let endsPicture: Bool
-        switch codec {
-        case .h264:
-            let type = header & 0x1f
-            endsPicture = (1...5).contains(type) || (assembler.hasPictureInProgress && type == 12)  // slice; filler
-        case .h265:
-            let type = (header >> 1) & 0x3f
-            endsPicture = type < 32 || (assembler.hasPictureInProgress && (type == 38 || type == 40))  // VCL; FD, suffix SEI
-        }
-        guard endsPicture else { return nil }
-        return max(lastArrival + policy.interval, MonotonicClock.nanoseconds() + policy.minimum / 4)
-    }
-
-    /// The deadline passed with no bytes. The sender's event loop may still hold bytes the kernel has (it may not
-    /// have run: two busy cores): a barrier through it comes back after every read that was ready, and only then,
-    /// if no bytes came, is the access unit flushed. One event-loop round trip, tens of microseconds when idle.
-    func requestIdleBarrier() {
-        guard let eventLoop = senderEventLoop.withLockedValue({ $0 }) else {
-            flushIdleTransport()
-            return
-        }
-        barrierCount &+= 1
-        let token = barrierCount
-        pendingBarrier = token
-        barrierToken.withLockedValue { $0 = token }
-        eventLoop.execute(barrierTask)
-    }
-
-    /// The transport went quiet after a complete-looking NAL unit: hand it and its access unit on now.
-    func flushIdleTransport() {
-        splitter.flush { nalUnitScratch.append($0) }
-        processCollectedUnits()
-        let firstPTS = nextPTS
-        endAccessUnit()
-        idleFlushed = (lastArrival, nextPTS > firstPTS ? firstPTS : nil)
-        metrics.idleFlushes.increment()
-    }
-
-    func recordIdleFlushInterval() {
-        if let interval = idleFlush?.interval { metrics.idleFlushInterval.record(Double(interval) / 1e9) }
-    }
-
-    /// Bytes after an idle flush continued the unit it closed (or a slice continued its picture): the sender
-    /// paused inside a frame for `gap`. The interval backs off; the frame is damaged, and so are those that
-    /// refer to it until the next keyframe.
-    func prematureIdleFlush(gap: UInt64, pts: Int64?, now: UInt64) {
-        idleFlush?.flushWasPremature(gap: gap)
-        recordIdleFlushInterval()
-        metrics.defect("premature_idle_flush")
-        noteLoss(at: splitter.statistics.bytesIn)
-        if let pts, pending[pts] != nil { pending[pts]!.afterLoss = true }
-        let interval = Double(idleFlush?.interval ?? 0) / 1e6
-        log.log(.warning, key: "premature-flush", now: now,
-                "the sender paused \(String(format: "%.1f", Double(gap) / 1e6)) ms inside a NAL unit after an idle flush: frames flagged corrupt until the next keyframe; idle interval now \(String(format: "%.2f", interval)) ms")
     }
 
     // MARK: - RTP (rtp://)
@@ -208,7 +132,7 @@ extension StreamWorker {
         handleCollectedEvents()
     }
 
-    /// Closes the access unit in progress (transport idle, RTP marker, next unit's first bytes, end of input).
+    /// Closes the access unit in progress (RTP marker, next unit's first bytes, end of input).
     func endAccessUnit() {
         assembler.endAccessUnit { eventScratch.append($0) }
         handleCollectedEvents()

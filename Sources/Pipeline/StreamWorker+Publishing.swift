@@ -18,11 +18,6 @@ extension StreamWorker {
             describe(set, now: now)
             prepareRing(for: set.format)
         case .problem(let problem):
-            if problem.kind == .prematureEnd, idleFlush != nil {
-                // A slice went on with the picture an idle flush had closed (the pause fell between slices).
-                let gap = 2 * (idleFlush?.interval ?? 0)
-                prematureIdleFlush(gap: gap, pts: nil, now: now)
-            }
             metrics.defect(problem.kind.rawValue)
             log.log(.warning, key: "problem-\(problem.kind.rawValue)", now: now, "stream defect: \(problem)")
         case .accessUnit(let unit):
@@ -65,7 +60,6 @@ extension StreamWorker {
 
     func decode(_ unit: AccessUnit) {
         let now = MonotonicClock.nanoseconds()
-        idleFlush?.accessUnitCompleted()
         writer.count(\.accessUnits)
         metrics.accessUnits.increment()
         if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
@@ -195,7 +189,6 @@ extension StreamWorker {
             if fpsWindowStart != 0 {
                 metrics.framesPerSecond.record(Double(fpsWindowFrames) * 1e9 / Double(now - fpsWindowStart))
             }
-            recordIdleFlushInterval()
             fpsWindowStart = now
             fpsWindowFrames = 0
         }

@@ -36,8 +36,6 @@ final class StreamWorker: @unchecked Sendable {
         /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
         case lossWindow(ConnectionID, open: Bool)
         case disconnected(ConnectionID, reason: DisconnectReason)
-        /// Queued by the sender's event loop after it has handled every read that was ready (`requestIdleBarrier`).
-        case idleBarrier(UInt64)
         case stop
     }
 
@@ -106,23 +104,6 @@ final class StreamWorker: @unchecked Sendable {
     var nextPTS: Int64 = 0
     var orientation: DisplayOrientation?
     var discontinuity = true
-    /// tcp:// and udp://: when to close an access unit on a quiet transport; nil when idle_flush = "off" or rtp://.
-    var idleFlush: IdleFlushPolicy?
-    /// Arrival time of the newest bytes.
-    var lastArrival: UInt64 = 0
-    /// Set by an idle flush until the next bytes show whether it was right: when the bytes before it arrived,
-    /// and the pts given to the access unit it closed.
-    var idleFlushed: (after: UInt64, pts: Int64?)?
-    /// Runs a closure on the current sender's event loop (set by the listener).
-    let senderEventLoop = NIOLockedValueBox<(any EventLoop)?>(nil)
-    /// The idle-flush barrier in flight, if any: its token. Bytes arriving meanwhile cancel it.
-    var pendingBarrier: UInt64?
-    var barrierCount: UInt64 = 0
-    /// The token the barrier task carries, and the task itself, made once: a closure per flush would allocate.
-    let barrierToken = NIOLockedValueBox<UInt64>(0)
-    lazy var barrierTask: @Sendable () -> Void = { [queue, barrierToken] in
-        queue.push(.idleBarrier(barrierToken.withLockedValue { $0 }))
-    }
     private var thread: Thread?
     private let finished = NSCondition()
     private var isFinished = false
@@ -154,11 +135,6 @@ final class StreamWorker: @unchecked Sendable {
     }
 
     func enqueue(_ work: Work) { queue.push(work) }
-
-    /// The event loop reading from the sender: an idle flush first sends it a barrier (`Work.idleBarrier`).
-    func setIdleBarrier(on eventLoop: any EventLoop) {
-        senderEventLoop.withLockedValue { $0 = eventLoop }
-    }
 
     /// Where RTCP keyframe requests go; called from the decode thread, must not block.
     func setFeedbackSender(_ send: @escaping @Sendable ([UInt8]) -> Void) {
@@ -218,13 +194,9 @@ final class StreamWorker: @unchecked Sendable {
                 writer.checkName(now: now)
                 nextRingCheck = now + 1_000_000_000
             }
-            let flushDeadline = pendingBarrier == nil ? idleFlushDeadline() : nil
-            let next = queue.pop(deadline: min(flushDeadline ?? .max, nextRingCheck))
+            let next = queue.pop(deadline: nextRingCheck)
             snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
-            guard let (work, remaining) = next else {
-                if let flushDeadline, MonotonicClock.nanoseconds() >= flushDeadline { requestIdleBarrier() }
-                continue
-            }
+            guard let (work, remaining) = next else { continue }
             if remaining < backlogHighWater / 2 { takeResume()?() }
             switch work {
             case .listening:
@@ -232,16 +204,8 @@ final class StreamWorker: @unchecked Sendable {
             case .connected(let id, let remote):
                 begin(id, remote: remote)
             case .bytes(let bytes, let time, let id):
-                if id == connection {
-                    pendingBarrier = nil
-                    receive(bytes, at: time)
-                }
+                if id == connection { receive(bytes, at: time) }
                 bytePool.recycle(bytes)
-            case .idleBarrier(let token):
-                // Every read the event loop had ready went before this: if none came, the transport is quiet.
-                guard token == pendingBarrier else { continue }
-                pendingBarrier = nil
-                if idleFlushDeadline() != nil { flushIdleTransport() }
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
                 bytePool.recycle(bytes)
@@ -296,12 +260,6 @@ final class StreamWorker: @unchecked Sendable {
             rtp = RTPIngest(codec: codec, payloadType: configuration.rtpPayloadType,
                             maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
         }
-        // Per connection: a new sender may come over a different path.
-        if configuration.idleFlush && configuration.listen.transport != .rtp {
-            idleFlush = IdleFlushPolicy(minimum: UInt64(configuration.idleFlushMinimum * 1e9))
-        }
-        idleFlushed = nil
-        pendingBarrier = nil
         writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
         writer.count(\.connections)
         metrics.connections.increment()
@@ -341,7 +299,6 @@ final class StreamWorker: @unchecked Sendable {
         endAccessUnit()
         decoder.drain { publish($0) }
         pending.removeAll()
-        pendingBarrier = nil
     }
 
     /// The ring's state and the snapshot's, together.

@@ -169,25 +169,6 @@ func randomStream(seed: UInt64, units: Int) -> (stream: [UInt8], payloads: [[UIn
         #expect(splitter.statistics.continuationsAfterFlush == 0)
     }
 
-    /// What an idle flush looks at: a unit in progress whose bytes so far end in a non-zero byte.
-    @Test func aUnitLooksCompleteOnlyWhenItsBytesEndInANonZeroByte() {
-        var splitter = AnnexBSplitter()
-        #expect(splitter.completeLookingUnitHeader == nil)
-        splitter.append([0, 0, 0, 1]) { _ in }
-        #expect(splitter.completeLookingUnitHeader == nil, "a start code alone is no unit")
-        splitter.append([0x65, 0x88, 0x84]) { _ in }
-        #expect(splitter.completeLookingUnitHeader == 0x65)
-        splitter.append([0x21, 0]) { _ in }
-        #expect(splitter.completeLookingUnitHeader == nil, "a trailing zero may be the next start code")
-        splitter.append([0, 1, 0x41]) { _ in }
-        #expect(splitter.completeLookingUnitHeader == 0x41)
-        splitter.flush { _ in }
-        #expect(splitter.completeLookingUnitHeader == nil)
-        var oversized = AnnexBSplitter(maximumNALUnitSize: 4)
-        oversized.append([0, 0, 1, 0x65, 1, 2, 3, 4, 5]) { _ in }
-        #expect(oversized.completeLookingUnitHeader == nil, "a unit being discarded is never flushed")
-    }
-
     @Test func startCodesAtTheStartOfAChunkAreRecognised() {
         #expect(AnnexBSplitter.startsWithStartCode([0, 0, 1, 0x65]))
         #expect(AnnexBSplitter.startsWithStartCode([0, 0, 0, 1]))

@@ -69,53 +69,6 @@ import Testing
     }
 }
 
-@Suite struct IdleFlushPolicyTests {
-    private let millisecond: UInt64 = 1_000_000
-
-    @Test func anUnknownSenderStartsCautiousAndShrinksToTheMinimumAsAccessUnitsGoBy() {
-        var policy = IdleFlushPolicy(minimum: 300_000)
-        #expect(policy.interval == 3 * IdleFlushPolicy.initialGap)
-        for _ in 0..<200 {
-            policy.flushWasRight()
-            policy.accessUnitCompleted()
-        }
-        #expect(policy.interval == 300_000)
-        #expect(policy.right == 200)
-    }
-
-    @Test func gapsInsideUnitsWidenTheIntervalToThreeTimesTheLargest() {
-        var policy = IdleFlushPolicy(minimum: 300_000)
-        for _ in 0..<200 { policy.accessUnitCompleted() }
-        policy.continued(afterGap: 2 * millisecond)
-        #expect(policy.interval == 6 * millisecond)
-        policy.continued(afterGap: 1 * millisecond)
-        #expect(policy.interval == 6 * millisecond, "a smaller gap changes nothing")
-        // Jitter is forgotten within about a hundred access units.
-        for _ in 0..<100 { policy.accessUnitCompleted() }
-        #expect(policy.interval < 1 * millisecond)
-    }
-
-    @Test func aPrematureFlushBacksOffAndIsRememberedLongerThanJitter() {
-        var policy = IdleFlushPolicy(minimum: 300_000)
-        for _ in 0..<200 { policy.accessUnitCompleted() }
-        policy.flushWasPremature(gap: 5 * millisecond)
-        #expect(policy.premature == 1)
-        #expect(policy.interval == 15 * millisecond)
-        for _ in 0..<60 { policy.accessUnitCompleted() }
-        #expect(policy.interval > 10 * millisecond, "a sender that stalls now and then is not caught out again soon")
-        for _ in 0..<5_000 { policy.accessUnitCompleted() }
-        #expect(policy.interval == 300_000, "but not for ever")
-    }
-
-    @Test func theIntervalNeverExceedsTheMaximum() {
-        var policy = IdleFlushPolicy(minimum: 300_000)
-        policy.flushWasPremature(gap: 10_000 * millisecond)
-        #expect(policy.interval == IdleFlushPolicy.maximum)
-        policy.continued(afterGap: UInt64.max / 2)
-        #expect(policy.interval == IdleFlushPolicy.maximum)
-    }
-}
-
 @Suite struct ByteArrayPoolTests {
     @Test func arraysComeBackWithTheirStorageAndThePoolIsBounded() {
         let pool = ByteArrayPool()

@@ -1,0 +1,236 @@
+import FrameFormats
+import Foundation
+import Glibc
+import SharedFrames
+import StreamrecvTestSupport
+import Testing
+
+/// When an access unit is closed (docs/latency.md): only when its end is known — the next access unit's first
+/// bytes (a delimiter sent right after the frame, or the next frame), the RTP marker, the end of the input —
+/// never on a pause. So no sender and no link can make the daemon publish a damaged frame: each sender below is
+/// run as people run it, and every frame must come out bit-exact and unflagged.
+@Suite(.serialized) struct EarlyCloseTests {
+    /// No B-frames (no reordering), one IDR every 25 frames.
+    private static let small = "bframes=0:keyint=25:min-keyint=25:scenecut=0"
+
+    private func publishedFrames(_ daemon: DaemonProcess) -> UInt64 { daemon.status?.counters.framesPublished ?? 0 }
+
+    private func waitForPublished(_ daemon: DaemonProcess, _ count: UInt64, seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if publishedFrames(daemon) >= count { return true }
+            usleep(2_000)
+        }
+        return false
+    }
+
+    /// A pause says nothing about where a frame ends: without a delimiter, a frame waits for the next one's first
+    /// bytes (the next NAL unit need not be whole).
+    @Test func aFrameWaitsForItsEndToBeKnownNotForAPause() throws {
+        let stream = try generated("h264", frames: 5, parameters: Self.small)
+        let daemon = try DaemonProcess(label: "noguess", settings: ["max_width": "160", "max_height": "96", "slots": "32"])
+        let offsets = StreamFacts(stream).accessUnitOffsets + [stream.count]
+        let sender = try Sender(port: daemon.port)
+        try sender.send(stream[offsets[0]..<offsets[1]])
+        usleep(300_000)
+        #expect(publishedFrames(daemon) == 0, "a pause must not close the frame")
+        try sender.send(stream[offsets[1]..<(offsets[1] + 8)])
+        #expect(waitForPublished(daemon, 1))
+        try sender.send(stream[(offsets[1] + 8)...])
+        sender.close()
+        #expect(daemon.waitUntilPublished(5))
+    }
+
+    /// `streamrecvctl send` writes each access unit followed by the next one's delimiter (the source's own
+    /// delimiters moved there): FFmpeg decodes the same pictures from it, and the daemon publishes each frame
+    /// before a byte of the next one has been sent.
+    @Test(arguments: ["h264", "h265"])
+    func aDelimiterAfterEachFrameClosesItAtOnce(codec: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        // x264's and x265's own delimiters in front of each access unit: send must move them, not double them.
+        let parameters = Self.small + ":aud=1"
+        let source = try GeneratedStreams.encode(codec: codec, size: "160x96", frames: 25, encoderParameters: parameters,
+                                                 in: directory, name: "s.\(codec)")
+        let delimited = directory.appendingPathComponent("delimited.\(codec)").path
+        _ = try runChecked(tool("streamrecvctl"), ["send", source.path, "--to-file", delimited])
+        let reference = try ffmpegMD5s(source.path)
+        #expect(reference.count == 25)
+        #expect(try ffmpegMD5s(delimited) == reference, "moving the delimiters changes no picture")
+        let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: delimited)))
+        let delimiterOffsets = Self.delimiterOffsets(stream, codec: codec)
+        #expect(delimiterOffsets.count == 25, "one delimiter after each access unit, none in front of the first")
+        #expect(delimiterOffsets.last.map { stream.count - $0 <= 7 } == true, "the stream ends with a delimiter")
+
+        let daemon = try DaemonProcess(label: "delimited", settings: ["max_width": "160", "max_height": "96", "slots": "32"])
+        let cat = try CatProcess(stream: daemon.name, frames: 25, directory: directory)
+        let sender = try Sender(port: daemon.port)
+        var start = 0
+        for (index, delimiter) in delimiterOffsets.enumerated() {
+            // The frame and the delimiter after it; nothing of the next frame.
+            let end = min(stream.count, delimiter + (codec == "h264" ? 6 : 7))
+            try sender.send(stream[start..<end])
+            start = end
+            #expect(waitForPublished(daemon, UInt64(index + 1)), "frame \(index) not published: \(daemon.log.suffix(1500))")
+        }
+        sender.close()
+        #expect(cat.finish().status == 0)
+        #expect(firstDifference(try catMD5s(cat), reference) == nil)
+    }
+
+    /// Offsets of the 4-byte start codes of the access unit delimiters in `stream`.
+    private static func delimiterOffsets(_ stream: [UInt8], codec: String) -> [Int] {
+        var offsets: [Int] = []
+        var index = 0
+        while index + 4 < stream.count {
+            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 0, stream[index + 3] == 1 {
+                let header = stream[index + 4]
+                if codec == "h264" ? header & 0x1F == 9 : (header >> 1) & 0x3F == 35 { offsets.append(index) }
+                index += 4
+            } else {
+                index += 1
+            }
+        }
+        return offsets
+    }
+
+    // MARK: - Every sender, every link
+
+    struct LinkCase: Sendable, CustomTestStringConvertible {
+        enum Kind: Sendable {
+            /// The README's recipe: `ffmpeg -re -i FILE -c copy -f h264 tcp://…` (32 KiB writes, no TCP_NODELAY).
+            case ffmpeg
+            /// `filesrc ! h264parse ! tcpclientsink`, at GStreamer's defaults.
+            case gstreamer
+            /// `streamrecvctl send FILE tcp://…` at the file's own rate.
+            case streamrecvctl
+            /// Writes of 1 byte to 64 KiB with random pauses up to 30 ms.
+            case pieces(seed: UInt64, noDelay: Bool)
+            /// Each frame's bytes at a link rate in 1448-byte writes (TCP_NODELAY), 25 frames a second, with a
+            /// 250 ms stall in the middle of every 30th frame (a retransmission).
+            case linkRate(bitsPerSecond: Double)
+        }
+        var kind: Kind
+        var codec = "h264"
+        var slices = 8
+        var cpuLoad = false
+
+        var testDescription: String {
+            "\(kind) \(codec) \(slices) slice(s)\(cpuLoad ? " under CPU load" : "")"
+        }
+    }
+
+    static let cases: [LinkCase] = [
+        LinkCase(kind: .ffmpeg, slices: 1),
+        LinkCase(kind: .ffmpeg, slices: 8),
+        LinkCase(kind: .gstreamer),
+        LinkCase(kind: .streamrecvctl),
+        LinkCase(kind: .pieces(seed: 1, noDelay: true)),
+        LinkCase(kind: .pieces(seed: 2, noDelay: false), slices: 1, cpuLoad: true),
+        LinkCase(kind: .pieces(seed: 3, noDelay: true), codec: "h265", slices: 4),
+        LinkCase(kind: .linkRate(bitsPerSecond: 20e6), slices: 1),
+        LinkCase(kind: .linkRate(bitsPerSecond: 20e6), slices: 8, cpuLoad: true),
+    ]
+
+    @Test(arguments: cases)
+    func everyFrameArrivesWholeWhateverTheSenderAndLink(_ link: LinkCase) throws {
+        let frames = 60
+        let directory = try TestEnvironment.temporaryDirectory()
+        let parameters = "bframes=0:keyint=30:min-keyint=30:scenecut=0:crf=14:slices=\(link.slices)"
+        let source = try GeneratedStreams.encode(codec: link.codec, size: "640x360", frames: frames,
+                                                 encoderParameters: parameters, in: directory, name: "s.\(link.codec)")
+        let reference = try referenceFrames(source.path, frameBytes: 640 * 360 * 3 / 2)
+        #expect(reference.count == frames)
+        let daemon = try DaemonProcess(label: "link", settings: ["max_width": "640", "max_height": "368", "slots": "64"])
+        let load = link.cpuLoad ? try (0..<2).map { _ in try WatchedProcess("/bin/sh", ["-c", "while :; do :; done"]) } : []
+        // SIGKILL: the busy shells outlive SIGTERM here.
+        defer { for process in load { kill(process.process.processIdentifier, SIGKILL); process.process.waitUntilExit() } }
+        try send(source.path, over: link, to: daemon.port)
+        #expect(daemon.waitUntilPublished(UInt64(frames)), "\(daemon.log.suffix(2000))")
+        let published = ringFrames(daemon.shmName, count: frames)
+        #expect(published.count == frames)
+        let damaged = published.filter { $0.info.flags.contains(.corrupt) }.count
+        #expect(damaged == 0, "frames flagged corrupt: \(daemon.log.split(separator: "\n").filter { $0.contains("warning") }.suffix(5))")
+        let wrong = zip(published, reference).filter { $0.0.pixels != $0.1 }.count
+        #expect(wrong == 0, "frames that differ from FFmpeg's")
+    }
+
+    private func send(_ path: String, over link: LinkCase, to port: Int) throws {
+        let muxer = link.codec == "h264" ? "h264" : "hevc"
+        switch link.kind {
+        case .ffmpeg:
+            _ = try runChecked("ffmpeg", ["-v", "error", "-re", "-i", path, "-c", "copy", "-f", muxer, "tcp://127.0.0.1:\(port)"])
+        case .gstreamer:
+            let parse = link.codec == "h264" ? "h264parse ! video/x-h264" : "h265parse ! video/x-h265"
+            _ = try runChecked("/bin/sh", ["-c", "gst-launch-1.0 -q filesrc location=\(path) ! \(parse),stream-format=byte-stream,alignment=au ! tcpclientsink host=127.0.0.1 port=\(port)"])
+        case .streamrecvctl:
+            _ = try runChecked(tool("streamrecvctl"), ["send", path, "tcp://127.0.0.1:\(port)"])
+        case .pieces(let seed, let noDelay):
+            let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            let sender = try Sender(port: port)
+            if noDelay { sender.setNoDelay() }
+            var generator = SeededGenerator(seed: seed)
+            var offset = 0
+            while offset < stream.count {
+                let size = min(stream.count - offset, Int(exp2(Double.random(in: 0...16, using: &generator))))
+                try sender.send(stream[offset..<(offset + size)])
+                offset += size
+                if Double.random(in: 0..<1, using: &generator) < 0.3 { usleep(UInt32.random(in: 0...30_000, using: &generator)) }
+            }
+            sender.close()
+        case .linkRate(let bitsPerSecond):
+            let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            let offsets = StreamFacts(stream).accessUnitOffsets + [stream.count]
+            let sender = try Sender(port: port)
+            sender.setNoDelay()
+            let start = monotonicSeconds()
+            var clock = start
+            for frame in 0..<(offsets.count - 1) {
+                clock = max(clock, start + Double(frame) / 25)
+                var offset = offsets[frame]
+                let stallAt = frame % 30 == 15 ? (offsets[frame] + offsets[frame + 1]) / 2 : nil
+                while offset < offsets[frame + 1] {
+                    let end = min(offsets[frame + 1], offset + 1448)
+                    sleepUntil(clock)
+                    try sender.send(stream[offset..<end])
+                    clock += Double(end - offset) * 8 / bitsPerSecond
+                    if let stallAt, offset < stallAt, end >= stallAt { clock += 0.25 }
+                    offset = end
+                }
+            }
+            sender.close()
+        }
+    }
+}
+
+/// Every frame of a stream, with its metadata, read in-process once the stream has ended (the ring has more slots
+/// than the stream has frames: none is lapped).
+func ringFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], info: FrameInfo)] {
+    guard let reader = try? FrameRingReader(shmName: shmName) else { return [] }
+    var frames: [(pixels: [UInt8], info: FrameInfo)] = []
+    var pixels: [UInt8] = []
+    var previous: UInt64 = 0
+    while frames.count < count, case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 2_000_000_000) {
+        frames.append((PlanarConversion.planar(pixels, layout: info.layout), info))
+        previous = info.sequence
+    }
+    return frames
+}
+
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+func sleepUntil(_ deadline: Double) {
+    let wait = deadline - monotonicSeconds()
+    if wait > 0 { usleep(UInt32(wait * 1e6)) }
+}
+
+extension Sender {
+    /// Every write goes out at once (no Nagle), as a paced low-latency sender does.
+    func setNoDelay() {
+        var on: Int32 = 1
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+}
