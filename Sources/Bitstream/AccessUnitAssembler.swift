@@ -74,6 +74,8 @@ public struct AccessUnitAssembler {
     private var lastH264Slice: H264SliceHeader?
     private var lastFirstMb = -1
     private var endedExplicitlyInPicture = false
+    /// See `pictureInProgressDecodesInParts`.
+    private var decodesInParts = false
     /// Annex B parameter sets of the last PPS id asked for; dropped whenever any parameter set changes.
     private var cachedParameterSets: (ppsId: Int, bytes: [UInt8]?)?
 
@@ -108,6 +110,34 @@ public struct AccessUnitAssembler {
 
     /// Slices taken into the access unit in progress: growing means the last NAL unit was a slice it accepted.
     public var slicesInProgress: Int { sliceCount }
+
+    // MARK: - Slices as they arrive
+
+    /// The access unit in progress so far, Annex B as `AccessUnit.data` will hold it (empty while an oversized
+    /// one is being dropped). A view of the assembler's buffer: look, then let go before the next `push`.
+    public var bytesInProgress: ArraySlice<UInt8> { discardingOversized ? [] : data[...] }
+
+    /// The picture in progress can be decoded slice by slice, each slice as it arrives (libavcodec's chunk mode
+    /// finishes a picture when its last macroblock row is decoded, so slices must come in raster order and each
+    /// picture be one frame): H.264 frames (frame_mbs_only: no fields, no MBAFF), colour planes coded together,
+    /// one slice group, no redundant pictures, no data partitions, and a profile that forbids arbitrary slice
+    /// order (Baseline and Extended allow it unless constraint_set1_flag is set). Decided at its first slice.
+    public var pictureInProgressDecodesInParts: Bool { sliceCount > 0 && decodesInParts && !discardingOversized }
+
+    /// What the access unit in progress will say about its picture once complete, as far as its NAL units so far
+    /// tell; no data or NAL unit types (see `bytesInProgress`). Nil before its first slice.
+    public mutating func pictureInProgress() -> AccessUnit? {
+        guard sliceCount > 0, let codec else { return nil }
+        return describe(data: [], nalUnitTypes: [], end: .explicit)
+    }
+
+    private static func decodesInParts(_ slice: H264SliceHeader, type: H264NALUnitType, store: ParameterSetStore) -> Bool {
+        guard type != .dataPartitionA, let pps = store.h264PPS[slice.ppsId]?.value, let sps = store.h264SPS[pps.spsId]?.value
+        else { return false }
+        let orderedSlices = !(sps.profileIdc == 66 || sps.profileIdc == 88) || sps.constraintFlags & 0x40 != 0
+        return sps.frameMbsOnly && !sps.separateColourPlane && pps.numSliceGroups == 1 && !pps.redundantPicCntPresent
+            && orderedSlices
+    }
 
     /// Whether a NAL unit beginning with `prefix` (its first bytes, header included, possibly not all of it)
     /// starts a new access unit, judged by the same rules as `push` without changing anything: true only when
@@ -197,9 +227,15 @@ public struct AccessUnitAssembler {
             if sliceCount == 0 { beginsWithFirstSlice = lastFirstMb == 0 }
             append(unit, type: type.rawValue)
             if let slice {
-                if sliceCount == 0 { ppsId = slice.ppsId }
+                if sliceCount == 0 {
+                    ppsId = slice.ppsId
+                    decodesInParts = Self.decodesInParts(slice, type: type, store: store)
+                }
                 if slice.redundantPicCnt == 0 { lastH264Slice = slice }
+            } else {
+                decodesInParts = false
             }
+            if type == .dataPartitionA { decodesInParts = false }
             if type == .idrSlice { randomAccess = .idr }
             if header.nalRefIdc != 0 { isReference = true }
             sliceCount += 1
@@ -340,20 +376,7 @@ public struct AccessUnitAssembler {
             emit(.problem(AssemblerProblem(kind: .oversizedAccessUnit, streamOffset: streamOffset)))
         } else {
             statistics.accessUnits += 1
-            let format = ppsId.flatMap { store.format(codec: codec!, ppsId: $0) }
-            var parameterSets: [UInt8]?
-            if let ppsId {
-                if cachedParameterSets?.ppsId != ppsId {
-                    cachedParameterSets = (ppsId, store.annexBParameterSets(codec: codec!, ppsId: ppsId))
-                }
-                parameterSets = cachedParameterSets?.bytes
-            }
-            emit(.accessUnit(AccessUnit(
-                codec: codec!, data: data, nalUnitTypes: nalUnitTypes, streamOffset: streamOffset,
-                sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
-                parameterSets: parameterSets, displayOrientation: displayOrientation, end: end,
-                beginsWithFirstSlice: beginsWithFirstSlice, isReference: isReference,
-                recoveryFrameCount: randomAccess == .recoveryPoint ? recoveryFrameCount : nil)))
+            emit(.accessUnit(describe(data: data, nalUnitTypes: nalUnitTypes, end: end)))
         }
         swap(&data, &spareData)
         swap(&nalUnitTypes, &spareNALUnitTypes)
@@ -367,5 +390,23 @@ public struct AccessUnitAssembler {
         ppsId = nil
         displayOrientation = nil
         discardingOversized = false
+        decodesInParts = false
+    }
+
+    private mutating func describe(data: [UInt8], nalUnitTypes: [UInt8], end: AccessUnitEnd) -> AccessUnit {
+        let format = ppsId.flatMap { store.format(codec: codec!, ppsId: $0) }
+        var parameterSets: [UInt8]?
+        if let ppsId {
+            if cachedParameterSets?.ppsId != ppsId {
+                cachedParameterSets = (ppsId, store.annexBParameterSets(codec: codec!, ppsId: ppsId))
+            }
+            parameterSets = cachedParameterSets?.bytes
+        }
+        return AccessUnit(
+            codec: codec!, data: data, nalUnitTypes: nalUnitTypes, streamOffset: streamOffset,
+            sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
+            parameterSets: parameterSets, displayOrientation: displayOrientation, end: end,
+            beginsWithFirstSlice: beginsWithFirstSlice, isReference: isReference,
+            recoveryFrameCount: randomAccess == .recoveryPoint ? recoveryFrameCount : nil)
     }
 }

@@ -112,8 +112,34 @@ public final class StreamDecoder {
     /// The path in use: "software", or the accelerator's name.
     public var path: String { decoder?.hardware?.accelerator.rawValue ?? "software" }
 
-    /// Decodes one access unit; `output` receives every frame that comes out, in presentation order.
-    public func decode(_ input: DecoderInput, output: (DecodedFrame) -> Void) {
+    /// Which part of an access unit a `decode` call carries.
+    public enum Part: Sendable, Equatable {
+        /// The whole access unit.
+        case whole
+        /// H.264 slices as they arrive: the part up to and including the picture's first slice (the first part
+        /// decides, as a whole access unit would, whether to open, recreate or wait for a keyframe) ...
+        case first
+        /// ... and each later slice (followed by the access unit's last bytes, if any).
+        case next
+    }
+
+    /// Whether access units may be decoded slice by slice now (`Part`): H.264 in software, without frame threads
+    /// (which libavcodec cannot combine with parts of pictures), and no hardware decoder that might still fall
+    /// back and need whole access units again.
+    public func decodesInParts(_ codec: VideoCodec) -> Bool {
+        codec == .h264 && configuration.threading != .frame && !mayFallBack && decoder?.hardware == nil
+    }
+
+    /// Decodes one access unit, or part of one (`Part`); `output` receives every frame that comes out, in
+    /// presentation order.
+    public func decode(_ input: DecoderInput, part: Part = .whole, output: (DecodedFrame) -> Void) {
+        if part == .next {
+            // The first part decided: nothing to do if it was skipped (no decoder while waiting for a keyframe).
+            guard let decoder, decoder.isChunked else { return }
+            feed(input, output: output)
+            finishCall(output: output)
+            return
+        }
         remember(input)
         let changed = openedWith.map { $0.codec != input.codec || (input.parameterSets != nil && $0.parameterSets != input.parameterSets) } ?? true
         if decoder == nil || (changed && input.isRandomAccess) {
@@ -129,7 +155,13 @@ public final class StreamDecoder {
             if recreation { drain(output: output) }
             guard open(for: input, recreation: recreation) else { return }
         }
+        decoder?.setChunked(part == .first)
         feed(input, output: output)
+        finishCall(output: output)
+    }
+
+    /// A fallback or reset decided while feeding, acted on once frames can be published.
+    private func finishCall(output: (DecodedFrame) -> Void) {
         if let reason = pendingFallback {
             pendingFallback = nil
             fallBackToSoftware(reason, output: output)

@@ -62,6 +62,9 @@ public final class VideoDecoder {
     private var packetBuffer: UnsafeMutablePointer<AVBufferRef>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private var transfer: UnsafeMutablePointer<AVFrame>?
+    /// libavcodec's concealment setting as opened (FF_EC_GUESS_MVS | FF_EC_DEBLOCK): whole access units use it.
+    private var defaultErrorConcealment: Int32 = 0
+    public private(set) var isChunked = false
 
     /// - Parameters:
     ///   - parameterSets: the active parameter sets in Annex B form, given to the decoder as extradata.
@@ -112,6 +115,24 @@ public final class VideoDecoder {
         }
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
+        defaultErrorConcealment = context.pointee.error_concealment
+    }
+
+    /// H.264 slices as they arrive (`AV_CODEC_FLAG2_CHUNKS`): a packet may then hold part of a picture, whose
+    /// frame comes out once its last macroblock row is decoded. libavcodec 59 would run its error concealment
+    /// over the rows not yet decoded after every part (ten times the decoding cost, and nothing to conceal in a
+    /// clean stream), so concealment is off meanwhile. Both are read per packet: off again, whole access units
+    /// decode exactly as before, with FFmpeg's default concealment.
+    public func setChunked(_ chunked: Bool) {
+        guard let context, chunked != isChunked else { return }
+        isChunked = chunked
+        if chunked {
+            context.pointee.flags2 |= Int32(AV_CODEC_FLAG2_CHUNKS)
+            context.pointee.error_concealment = 0
+        } else {
+            context.pointee.flags2 &= ~Int32(AV_CODEC_FLAG2_CHUNKS)
+            context.pointee.error_concealment = defaultErrorConcealment
+        }
     }
 
     /// What libavcodec actually runs: "frame threads × N", "slice threads × N" or "one thread" (it may refuse a

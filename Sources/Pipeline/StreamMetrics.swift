@@ -54,6 +54,8 @@ final class StreamMetrics: Sendable {
     let discardedBytes: Counter
     /// The shm object re-created because another process truncated or removed it.
     let ringRecreations: Counter
+    /// H.264 pictures decoded slice by slice as their slices arrived (StreamWorker+Slices.swift).
+    let picturesDecodedInParts: Counter
     /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short).
     let datagramsLost: Counter
     /// accept(2) failures on the stream's TCP listener (EMFILE, ENFILE, ENOMEM).
@@ -101,6 +103,7 @@ final class StreamMetrics: Sendable {
         keyframeRequests = counter("keyframe_requests_total")
         discardedBytes = counter("discarded_bytes_total")
         ringRecreations = counter("ring_recreations_total")
+        picturesDecodedInParts = counter("pictures_decoded_in_parts_total")
         datagramsLost = counter("datagrams_lost_total")
         acceptErrors = counter("accept_errors_total")
         rtpSourceChanges = counter("rtp_source_changes_total")
@@ -147,7 +150,7 @@ final class StreamMetrics: Sendable {
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
-                        datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
+                        picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
             + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
             + Array(ringProblems.values) + Array(takeovers.values) {
             counter.destroy()

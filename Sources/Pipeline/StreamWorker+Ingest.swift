@@ -126,10 +126,17 @@ extension StreamWorker {
     func push(_ unit: NALUnit) {
         let slices = assembler.slicesInProgress
         assembler.push(unit) { eventScratch.append($0) }
-        var progress = assembler.slicesInProgress > slices
-        for case .accessUnit(let unit) in eventScratch where unit.hasPicture { progress = true }
-        if progress { reportProgress(now: MonotonicClock.nanoseconds()) }
+        var progress = false
+        var completed = false
+        for case .accessUnit(let unit) in eventScratch {
+            completed = true
+            if unit.hasPicture { progress = true }
+        }
+        // The slice count restarts when the unit began a new access unit.
+        let sliceJoined = assembler.slicesInProgress > (completed ? 0 : slices)
+        if progress || sliceJoined { reportProgress(now: MonotonicClock.nanoseconds()) }
         handleCollectedEvents()
+        if sliceJoined { decodeNewSlice() }
     }
 
     /// Closes the access unit in progress (RTP marker, next unit's first bytes, end of input).

@@ -18,6 +18,8 @@ extension StreamWorker {
             describe(set, now: now)
             prepareRing(for: set.format)
         case .problem(let problem):
+            // An oversized access unit is dropped whole: the decoder will see its picture's next part no more.
+            if problem.kind == .oversizedAccessUnit { picturePart = nil }
             metrics.defect(problem.kind.rawValue)
             log.log(.warning, key: "problem-\(problem.kind.rawValue)", now: now, "stream defect: \(problem)")
         case .accessUnit(let unit):
@@ -59,6 +61,7 @@ extension StreamWorker {
     // MARK: - Decoding and publishing
 
     func decode(_ unit: AccessUnit) {
+        if finishDecodingInParts(unit) { return }
         let now = MonotonicClock.nanoseconds()
         writer.count(\.accessUnits)
         metrics.accessUnits.increment()
@@ -81,13 +84,7 @@ extension StreamWorker {
             // Access units that produced no frame (undecodable, dropped by the decoder) leave stale entries.
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
         }
-        let input = DecoderInput(
-            codec: unit.codec, data: unit.data, pts: pts, isRandomAccess: unit.isKeyframe,
-            parameterSets: unit.parameterSets, reorderDepth: unit.format?.reorderDepth,
-            reorderDepthIsSignalled: unit.format?.reorderDepthIsSignalled ?? false,
-            decodedPictureBufferFrames: unit.format?.decodedPictureBufferFrames ?? 16,
-            undecodable: unit.hasPicture && unit.format == nil)
-        decoder.decode(input) { publish($0) }
+        decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
     }
 
     func publish(_ frame: DecodedFrame) {
@@ -110,7 +107,11 @@ extension StreamWorker {
         var flags: FrameFlags = []
         if meta?.afterLoss == true { flags.insert(.corrupt) }
         if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
-        if frame.isCorrupt { flags.insert(.corrupt) }
+        if frame.isCorrupt {
+            flags.insert(.corrupt)
+            // libavcodec found an error: FFmpeg's concealment, on whole access units, until the next keyframe.
+            partsSuspended = true
+        }
         if discontinuity { flags.insert(.discontinuity) }
         if let orientation = meta?.orientation {
             if orientation.horizontalFlip { flags.insert(.horizontalFlip) }
@@ -216,6 +217,7 @@ extension StreamWorker {
             log.log(.error, key: "decoder-creation", now: now,
                     "decoder creation failed (attempt \(attempt) of \(StreamDecoder.maximumCreationAttempts)): \(error)")
         case .decodeFailed(let error, let consecutive):
+            partsSuspended = true
             writer.count(\.decodeErrors)
             metrics.decodeErrors.increment()
             log.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")

@@ -58,6 +58,14 @@ final class StreamWorker: @unchecked Sendable {
     /// Reused for every chunk, NAL unit and access unit: nothing here allocates per frame in steady state.
     var nalUnitScratch: [NALUnit] = []
     var eventScratch: [AssemblerEvent] = []
+    /// The H.264 picture whose slices are being decoded as they arrive (StreamWorker+Slices.swift): its pts and
+    /// how many bytes of its access unit the decoder has had.
+    var picturePart: (pts: Int64, fed: Int)?
+    /// Set when a picture decoded slice by slice came out damaged: whole access units, with FFmpeg's concealment,
+    /// until the next keyframe.
+    var partsSuspended = false
+    /// The bytes of one part, reused: a part is copied out of the assembler's buffer, which keeps growing.
+    var partScratch: [UInt8] = []
     var rtpEventScratch: [RTPIngest.Event] = []
     /// The layout of the last frame published (it owns an array: rebuilt only when the format changes).
     var lastLayout: FrameLayout?
@@ -275,6 +283,8 @@ final class StreamWorker: @unchecked Sendable {
         splitter = AnnexBSplitter(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         loss.startAfresh()
+        picturePart = nil
+        partsSuspended = false
         discontinuity = true
     }
 

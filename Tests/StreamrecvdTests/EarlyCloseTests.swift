@@ -140,7 +140,9 @@ import Testing
                                                  encoderParameters: parameters, in: directory, name: "s.\(link.codec)")
         let reference = try referenceFrames(source.path, frameBytes: 640 * 360 * 3 / 2)
         #expect(reference.count == frames)
-        let daemon = try DaemonProcess(label: "link", settings: ["max_width": "640", "max_height": "368", "slots": "64"])
+        let metricsPort = freePort()
+        let daemon = try DaemonProcess(label: "link", settings: ["max_width": "640", "max_height": "368", "slots": "64"],
+                                       daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""])
         let load = link.cpuLoad ? try (0..<2).map { _ in try WatchedProcess("/bin/sh", ["-c", "while :; do :; done"]) } : []
         // SIGKILL: the busy shells outlive SIGTERM here.
         defer { for process in load { kill(process.process.processIdentifier, SIGKILL); process.process.waitUntilExit() } }
@@ -152,6 +154,10 @@ import Testing
         #expect(damaged == 0, "frames flagged corrupt: \(daemon.log.split(separator: "\n").filter { $0.contains("warning") }.suffix(5))")
         let wrong = zip(published, reference).filter { $0.0.pixels != $0.1 }.count
         #expect(wrong == 0, "frames that differ from FFmpeg's")
+        // H.264 over TCP is decoded slice by slice, every picture but the two IDR pictures; H.265 whole.
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        let inParts = sample(body, "streamrecvd_pictures_decoded_in_parts_total", "stream=\"\(daemon.name)\"")
+        #expect(inParts == (link.codec == "h264" ? Double(frames - 2) : 0), "pictures decoded in parts: \(inParts ?? -1)")
     }
 
     private func send(_ path: String, over link: LinkCase, to port: Int) throws {

@@ -1,0 +1,89 @@
+import Bitstream
+import Decoding
+import SharedFrames
+
+/// H.264 slices decoded as they arrive (shared/DESIGN.md "Latency"): each slice goes to the decoder as soon as it
+/// is known complete (the next NAL unit's start code), so when the picture's last byte is in, only its last slice
+/// is left to decode. libavcodec emits the frame once the picture's last macroblock row is decoded
+/// (`VideoDecoder.setChunked`). Used where nothing can be lost inside a picture — tcp:// is a byte stream that
+/// loses nothing, while an RTP or UDP gap can open in the middle of a picture — and while the stream is clean: a
+/// damaged stream is decoded as whole access units with FFmpeg's concealment, as FFmpeg itself would.
+extension StreamWorker {
+    /// A slice has just joined the picture in progress: the decoder gets everything of its access unit it has
+    /// not had yet. The picture's first slice decides whether the picture is decoded in parts.
+    func decodeNewSlice() {
+        let now = MonotonicClock.nanoseconds()
+        guard picturePart == nil else {
+            feedPart(assembler.bytesInProgress, now: now)
+            return
+        }
+        guard let picture = pictureToDecodeInParts() else { return }
+        if let change = picture.displayOrientation { orientation = change }
+        let pts = nextPTS
+        nextPTS += 1
+        pending[pts] = PendingFrame(
+            timeFirstByte: arrival(ofOffset: picture.streamOffset).time, timeComplete: now, keyframe: picture.isKeyframe,
+            orientation: orientation, format: picture.format, afterLoss: false, mediaTimestamp: nil)
+        picturePart = (pts, 0)
+        feedPart(assembler.bytesInProgress, now: now, first: picture)
+    }
+
+    /// The access unit whose picture was decoded in parts is complete: whatever followed its last slice goes to
+    /// the decoder too. False when `unit` was not decoded in parts.
+    func finishDecodingInParts(_ unit: AccessUnit) -> Bool {
+        guard picturePart != nil else { return false }
+        feedPart(unit.data[...], now: MonotonicClock.nanoseconds())
+        picturePart = nil
+        writer.count(\.accessUnits)
+        metrics.accessUnits.increment()
+        metrics.picturesDecodedInParts.increment()
+        return true
+    }
+
+    /// The picture in progress, if it is to be decoded in parts: a clean tcp:// stream, a picture the assembler
+    /// says can be (frames, slices in raster order), beginning with its first slice, decoded in software, and not
+    /// an IDR picture: libavcodec 59 clears its references at every packet that holds an IDR slice, so the IDR's
+    /// second part found no picture to add to ("no frame!") once earlier pictures existed (measured here).
+    private func pictureToDecodeInParts() -> AccessUnit? {
+        guard configuration.listen.transport == .tcp, assembler.pictureInProgressDecodesInParts,
+              decoder.decodesInParts(.h264), let picture = assembler.pictureInProgress(), picture.beginsWithFirstSlice,
+              picture.randomAccess != .idr,
+              let format = picture.format, format.width <= configuration.maxWidth, format.height <= configuration.maxHeight
+        else { return nil }
+        if partsSuspended {
+            guard picture.isKeyframe else { return nil }
+            partsSuspended = false
+        }
+        // Whether the picture is damaged is known at its first slice: nothing is lost inside a TCP stream. A
+        // damaged one is left to the whole-access-unit path, which asks the tracker itself.
+        var tracker = loss
+        guard !tracker.isDamaged(picture) else { return nil }
+        loss = tracker
+        return picture
+    }
+
+    /// `bytes` is the access unit so far; the part the decoder has not had goes to it. `first` describes the
+    /// picture for the first part (parameter sets, random access: whether to open or recreate the decoder).
+    private func feedPart(_ bytes: ArraySlice<UInt8>, now: UInt64, first picture: AccessUnit? = nil) {
+        guard let part = picturePart, bytes.count > part.fed else { return }
+        partScratch.removeAll(keepingCapacity: true)
+        partScratch.append(contentsOf: bytes[(bytes.startIndex + part.fed)...])
+        picturePart!.fed = bytes.count
+        pending[part.pts]?.timeComplete = now
+        let input = picture.map { DecoderInput($0, data: partScratch, pts: part.pts) }
+            ?? DecoderInput(codec: .h264, data: partScratch, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
+        decoder.decode(input, part: picture == nil ? .next : .first) { publish($0) }
+    }
+}
+
+extension DecoderInput {
+    /// The decoder's view of an access unit (or of the first part of its picture), carrying `data`.
+    init(_ unit: AccessUnit, data: [UInt8], pts: Int64) {
+        self.init(
+            codec: unit.codec, data: data, pts: pts, isRandomAccess: unit.isKeyframe,
+            parameterSets: unit.parameterSets, reorderDepth: unit.format?.reorderDepth,
+            reorderDepthIsSignalled: unit.format?.reorderDepthIsSignalled ?? false,
+            decodedPictureBufferFrames: unit.format?.decodedPictureBufferFrames ?? 16,
+            undecodable: unit.hasPicture && unit.format == nil)
+    }
+}
