@@ -24,7 +24,7 @@ if [ ! -s "$stream" ]; then
 fi
 
 echo "latency…" >&2
-latency_tables=$(python3 scripts/bench-latency.py --probe "$work/latency-probe" --plot docs/latency.png)
+latency_tables=$(python3 scripts/bench-latency.py --probe "$work/latency-probe" --plot docs/latency.png --seconds 8)
 echo "throughput…" >&2
 throughput_table=$(python3 scripts/bench-throughput.py --stream "$stream" --probe "$work/latency-probe")
 echo "allocations…" >&2
@@ -46,36 +46,42 @@ assert timings.
 
 ## Latency: last byte written → frame readable to a consumer
 
-\`scripts/bench-latency.py\`: a paced sender (one \`sendall\` per access unit at its frame time, TCP_NODELAY,
-loopback) records when each frame's last byte was written (CLOCK_MONOTONIC); a consumer process records when
-the frame became readable to it, on the same clock. Three receivers take the same stream in turn, each in its
-best low-latency setting, single-threaded decoding:
+\`scripts/bench-latency.py\`: a paced sender (TCP_NODELAY, loopback) starts each access unit at its frame time and
+records when its last byte was written (CLOCK_MONOTONIC); a consumer process records when the frame became readable
+to it, on the same clock. "burst": each access unit in one \`sendall\`; "N Mbit/s": each frame's bytes paced at
+that link rate in 1448-byte writes (a frame larger than the link carries in a frame interval delays the next). Every
+row but the first sends the next access unit's delimiter (AUD) right after each one, in its last write, as
+\`streamrecvctl send\` does: Annex B has no other way to say that a frame ended, and all three receivers get the same
+bytes. The first row sends no delimiter: every receiver then learns that a frame ended from the next frame's first
+bytes (docs/latency.md). Three receivers take the same stream in turn, each in its best low-latency setting,
+single-threaded decoding:
 
-- streamrecvd: \`threads = 1\`, default idle flush; consumer \`scripts/latency-probe.c shm\` waits on the ring's
-  futex; a frame is readable once its slot's metadata has been read under the seqlock (pixels are read in place).
-- FFmpeg CLI: \`ffmpeg -probesize 32 -analyzeduration 0 -threads 1 -f h264 -framerate FPS -i tcp://…?listen=1
+- streamrecvd: \`threads = 1\`; consumer \`scripts/latency-probe.c shm\` waits on the ring's futex; a frame is
+  readable once its slot's metadata has been read under the seqlock (pixels are read in place). H.264 pictures
+  other than IDR are decoded slice by slice as the slices arrive.
+- FFmpeg CLI: \`ffmpeg -probesize 32 -analyzeduration 0 -threads 1 -f h264|hevc -framerate FPS -i tcp://…?listen=1
   -fps_mode passthrough -flush_packets 1 -f rawvideo pipe:\` (\`-fflags nobuffer\` is left out: it stalls and
   drops frames here); consumer \`latency-probe pipe\` reads whole frames from its stdout.
-- GStreamer: \`gst-launch-1.0 -q tcpserversrc ! h264parse ! avdec_h264 max-threads=1 ! fdsink fd=1 sync=false\`;
-  same pipe consumer.
+- GStreamer: \`gst-launch-1.0 -q tcpserversrc ! h264parse|h265parse ! avdec_h264|avdec_h265 max-threads=1 ! fdsink fd=1
+  sync=false\`; same pipe consumer.
 
-The first second (decoder start-up) and the last frame (a parser-delimited receiver waits for end of input) are
-left out for every receiver alike. "Decode alone" is \`ffmpeg -benchmark -threads 1 -i FILE -f null -\` user time per
-frame; "streamrecvd decode" is the daemon's own AU-complete → decoded time per frame (from the slots).
+The first second (decoder start-up) and the last frame (a receiver may wait for end of input) are left out for
+every receiver alike. "damaged": frames streamrecvd flagged corrupt (the anchors do not say). "Decode alone" is
+\`ffmpeg -benchmark -threads 1 -i FILE -f null -\` user time per frame; "streamrecvd decode after the last byte" is
+the daemon's own AU-complete → decoded time per frame (from the slots): for a picture decoded slice by slice, the
+decoding of its last slice.
 
 ${latency_tables}
 
 ![Latency distributions](latency.png)
 
 With B-frames every receiver must hold frames back until later ones arrive (presentation order); streamrecvd's
-p50 is that reordering delay plus decoding, the anchors add their parser's frame of delay on top.
+p50 is that reordering delay plus decoding.
 
-The time above decoding is, per frame: the minimum idle-flush interval (0.3 ms) plus the loopback and event-loop
-hop ("written → AU complete"), one copy of the picture into the slot (about 0.6 ms for 3 MB of NV12 at this
-VM's memory bandwidth; streaming stores were tried and made no difference, see docs/architecture.md on
-\`get_buffer2\`), and the consumer's futex wake-up. The daemon's own decode time per frame is also above
-\`ffmpeg -benchmark\`'s average (a sender and a consumer share the two cores, and the copy evicts the decoder's
-reference pictures from the cache); "added by streamrecvd" subtracts each frame's own decode time.
+The time above decoding is, per frame: the loopback and event-loop hop ("written → AU complete"), one copy of the
+picture into the slot (about 0.6 ms for 3 MB of NV12 at this VM's memory bandwidth; streaming stores were tried and
+made no difference, see docs/architecture.md on \`get_buffer2\`), and the consumer's futex wake-up; "added by
+streamrecvd" subtracts each frame's own decode time.
 
 ## Throughput over TCP into shared memory
 

@@ -127,7 +127,7 @@ public struct AccessUnitAssembler {
     /// What the access unit in progress will say about its picture once complete, as far as its NAL units so far
     /// tell; no data or NAL unit types (see `bytesInProgress`). Nil before its first slice.
     public mutating func pictureInProgress() -> AccessUnit? {
-        guard sliceCount > 0, let codec else { return nil }
+        guard sliceCount > 0, codec != nil else { return nil }
         return describe(data: [], nalUnitTypes: [], end: .explicit)
     }
 
@@ -149,11 +149,10 @@ public struct AccessUnitAssembler {
         case .h264:
             let header = H264NALUnitHeader(byte: first)
             if header.forbiddenZeroBit { return false }
-            switch header.type.rawValue {
-            case H264NALUnitType.sei.rawValue, H264NALUnitType.sps.rawValue, H264NALUnitType.pps.rawValue,
-                 H264NALUnitType.accessUnitDelimiter.rawValue, 14...18:
+            switch header.type.role {
+            case .beginsAccessUnit:
                 return true
-            case H264NALUnitType.slice.rawValue, H264NALUnitType.dataPartitionA.rawValue, H264NALUnitType.idrSlice.rawValue:
+            case .slice:
                 guard let last = lastH264Slice else { return false }
                 let store = self.store
                 // A prefix too short for the whole slice header throws (truncated): not yet known.
@@ -161,17 +160,17 @@ public struct AccessUnitAssembler {
                     header: header, payload: prefix.dropFirst(),
                     pps: { store.h264PPS[$0]?.value }, sps: { store.h264SPS[$0]?.value }) else { return false }
                 return slice.startsNewPicture(after: last)
-            default:
+            case .endsAccessUnit, .withinAccessUnit:
                 return false
             }
         case .h265:
             guard prefix.count >= 3 else { return false }
             let header = H265NALUnitHeader(firstByte: first, secondByte: prefix[prefix.startIndex + 1])
             if header.forbiddenZeroBit || header.temporalIdPlus1 == 0 || header.layerId > 0 { return false }
-            switch header.type.rawValue {
-            case 32...35, 39, 41...44, 48...55: return true
-            case 0...31: return prefix[prefix.startIndex + 2] & 0x80 != 0  // first_slice_segment_in_pic_flag
-            default: return false
+            switch header.type.role {
+            case .beginsAccessUnit: return true
+            case .slice: return prefix[prefix.startIndex + 2] & 0x80 != 0  // first_slice_segment_in_pic_flag
+            case .endsAccessUnit, .withinAccessUnit: return false
             }
         }
     }
@@ -191,9 +190,8 @@ public struct AccessUnitAssembler {
             return
         }
         let type = header.type
-        switch type.rawValue {
-        case H264NALUnitType.sei.rawValue, H264NALUnitType.sps.rawValue, H264NALUnitType.pps.rawValue,
-             H264NALUnitType.accessUnitDelimiter.rawValue, 14...18:
+        switch type.role {
+        case .beginsAccessUnit:
             if sliceCount > 0 { finishAccessUnit(.nextAccessUnit, emit) }
             append(unit, type: type.rawValue)
             if type == .sps || type == .pps {
@@ -201,8 +199,7 @@ public struct AccessUnitAssembler {
             } else if type == .sei {
                 noteSEI(SEIMessages(codec: .h264, payload: unit.bytes.dropFirst()))
             }
-        case H264NALUnitType.slice.rawValue, H264NALUnitType.dataPartitionA.rawValue,
-             H264NALUnitType.idrSlice.rawValue:
+        case .slice:
             let payload = unit.bytes.dropFirst()
             var startsPicture: Bool
             var slice: H264SliceHeader?
@@ -239,11 +236,11 @@ public struct AccessUnitAssembler {
             if type == .idrSlice { randomAccess = .idr }
             if header.nalRefIdc != 0 { isReference = true }
             sliceCount += 1
-        case H264NALUnitType.endOfSequence.rawValue, H264NALUnitType.endOfStream.rawValue:
+        case .endsAccessUnit:
             append(unit, type: type.rawValue)
             lastH264Slice = nil
             finishAccessUnit(.endOfSequence, emit)
-        default:
+        case .withinAccessUnit:
             // Partitions B/C, filler, SPS extension, auxiliary and extension slices: part of the current unit.
             append(unit, type: type.rawValue)
         }
@@ -268,8 +265,8 @@ public struct AccessUnitAssembler {
             append(unit, type: type.rawValue)
             return
         }
-        switch type.rawValue {
-        case 32...35, 39, 41...44, 48...55:
+        switch type.role {
+        case .beginsAccessUnit:
             if sliceCount > 0 { finishAccessUnit(.nextAccessUnit, emit) }
             append(unit, type: type.rawValue)
             if (32...34).contains(type.rawValue) {
@@ -277,7 +274,7 @@ public struct AccessUnitAssembler {
             } else if type == .prefixSEI {
                 noteSEI(SEIMessages(codec: .h265, payload: bytes.dropFirst(2)))
             }
-        case 0...31:
+        case .slice:
             var reader = BitReader(bytes.dropFirst(2))
             let firstSliceSegment = reader.readFlag()
             if reader.hasError {
@@ -304,10 +301,10 @@ public struct AccessUnitAssembler {
             // Sub-layer non-reference pictures are the even types below 16 (TRAIL_N, TSA_N, RASL_N, …).
             if type.rawValue >= 16 || type.rawValue % 2 == 1 { isReference = true }
             sliceCount += 1
-        case 36, 37:
+        case .endsAccessUnit:
             append(unit, type: type.rawValue)
             finishAccessUnit(.endOfSequence, emit)
-        default:
+        case .withinAccessUnit:
             // Filler data, suffix SEI, reserved and unspecified types: part of the current unit.
             append(unit, type: type.rawValue)
         }

@@ -34,8 +34,7 @@ public struct AnnexBSplitter {
         public var discardedBytes: Int64 = 0
         /// Start codes followed directly by another start code (or only zeros).
         public var emptyNALUnits = 0
-        /// Times bytes arrived after `flush()` that continued the flushed unit instead of starting a new one:
-        /// the flush was premature.
+        /// Times bytes arrived after `flush()` that continued the flushed unit instead of starting a new one.
         public var continuationsAfterFlush = 0
 
         public init() {}

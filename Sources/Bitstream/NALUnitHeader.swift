@@ -96,3 +96,40 @@ public struct H265NALUnitHeader: Hashable, Sendable {
 
     public var temporalId: Int { Int(temporalIdPlus1) - 1 }
 }
+
+/// What a NAL unit does to the access unit it arrives in (H.264 7.4.1.2.3, H.265 7.4.2.4.4). The one home of these
+/// rules: `AccessUnitAssembler.push` and `startsAccessUnit` (which closes an access unit from the next one's first
+/// bytes) both follow it, and so the inspector.
+public enum NALUnitRole: Sendable, Equatable {
+    /// Begins a new access unit when it follows a picture: parameter sets, SEI, a delimiter, prefix and reserved
+    /// types that must precede the first slice.
+    case beginsAccessUnit
+    /// A slice (segment) of the primary picture: whether it begins a new picture is its header's to say.
+    case slice
+    /// Ends the access unit it is in (end of sequence, end of stream).
+    case endsAccessUnit
+    /// Belongs to the access unit it is in: partitions B and C, filler data, suffix SEI, extensions, others.
+    case withinAccessUnit
+}
+
+extension H264NALUnitType {
+    public var role: NALUnitRole {
+        switch rawValue {
+        case 6, 7, 8, 9, 14...18: .beginsAccessUnit
+        case 1, 2, 5: .slice
+        case 10, 11: .endsAccessUnit
+        default: .withinAccessUnit
+        }
+    }
+}
+
+extension H265NALUnitType {
+    public var role: NALUnitRole {
+        switch rawValue {
+        case 32...35, 39, 41...44, 48...55: .beginsAccessUnit
+        case 0...31: .slice
+        case 36, 37: .endsAccessUnit
+        default: .withinAccessUnit
+        }
+    }
+}

@@ -13,9 +13,40 @@ public enum FFmpegLog {
     public static func route(to logger: Logger) {
         log.withLock { $0 = RateLimitedLogger(logger: logger) }
         av_log_set_level(AV_LOG_WARNING)
-        streamrecv_av_log_route { level, line in
+        streamrecv_av_log_route { level, line, context in
             guard let line else { return }
+            if level <= AV_LOG_ERROR, let context { FFmpegLog.countError(from: UInt(bitPattern: context)) }
             FFmpegLog.receive(level: level, line: String(cString: line))
+        }
+        routed.withLock { $0 = true }
+    }
+
+    // MARK: - Errors per decoder
+
+    /// Errors libavcodec logged, per watched context (a decoder's AVCodecContext and its private context): the only
+    /// word it gives of a slice it could not decode while its concealment is off (`VideoDecoder.setChunked`).
+    private static let errors = Mutex<[UInt: Int]>([:])
+    private static let routed = Mutex(false)
+
+    /// Whether libavcodec's log comes here, so that `errors(of:)` counts anything.
+    public static var isRouted: Bool { routed.withLock { $0 } }
+
+    static func watch(_ contexts: [UnsafeMutableRawPointer]) {
+        errors.withLock { table in for context in contexts { table[UInt(bitPattern: context)] = 0 } }
+    }
+
+    static func unwatch(_ contexts: [UnsafeMutableRawPointer]) {
+        errors.withLock { table in for context in contexts { table.removeValue(forKey: UInt(bitPattern: context)) } }
+    }
+
+    /// Errors logged so far by the watched `contexts`, together.
+    static func errors(of contexts: [UnsafeMutableRawPointer]) -> Int {
+        errors.withLock { table in contexts.reduce(0) { $0 + (table[UInt(bitPattern: $1)] ?? 0) } }
+    }
+
+    private static func countError(from context: UInt) {
+        errors.withLock { table in
+            if let count = table[context] { table[context] = count + 1 }
         }
     }
 

@@ -84,7 +84,11 @@ public final class StreamDecoder {
     public let maximumGOPBytes: Int
     private let probe: HardwareDeviceProbing
     private let report: (StreamDecoderEvent) -> Void
-    private var decoder: VideoDecoder?
+    private var decoder: VideoDecoder? {
+        willSet { if let decoder, newValue !== decoder { retiredDecoderErrors += decoder.loggedErrors } }
+    }
+    /// Errors logged by decoders this one has closed: `loggedErrors` only grows.
+    private var retiredDecoderErrors = 0
     private var openedWith: (codec: VideoCodec, parameterSets: [UInt8]?)?
     private var selection: HardwareSelection?
     private var softwareOnly = false
@@ -119,16 +123,22 @@ public final class StreamDecoder {
         /// H.264 slices as they arrive: the part up to and including the picture's first slice (the first part
         /// decides, as a whole access unit would, whether to open, recreate or wait for a keyframe) ...
         case first
-        /// ... and each later slice (followed by the access unit's last bytes, if any).
+        /// ... and each later slice.
         case next
     }
 
     /// Whether access units may be decoded slice by slice now (`Part`): H.264 in software, without frame threads
     /// (which libavcodec cannot combine with parts of pictures), and no hardware decoder that might still fall
     /// back and need whole access units again.
+    /// Parts are decoded with libavcodec's concealment off, which then reports a damaged slice only in its log:
+    /// never without the log routed (`FFmpegLog.route`, `loggedErrors`).
     public func decodesInParts(_ codec: VideoCodec) -> Bool {
-        codec == .h264 && configuration.threading != .frame && !mayFallBack && decoder?.hardware == nil
+        codec == .h264 && configuration.threading != .frame && !mayFallBack && decoder?.hardware == nil && FFmpegLog.isRouted
     }
+
+    /// Errors libavcodec has logged for this stream's decoders: a picture decoded in parts is damaged if this grew
+    /// while its parts were decoded.
+    public var loggedErrors: Int { retiredDecoderErrors + (decoder?.loggedErrors ?? 0) }
 
     /// Decodes one access unit, or part of one (`Part`); `output` receives every frame that comes out, in
     /// presentation order.

@@ -1,6 +1,6 @@
 import Bitstream
 
-/// Which pictures are damaged by data lost on the way in (RTP gaps, lost datagrams, a premature idle flush, a new
+/// Which pictures are damaged by data lost on the way in (RTP gaps, lost datagrams, a new
 /// source that started mid-GOP): from the loss until a picture that is whole again and refers to nothing before
 /// it. Only such a picture ends the damage:
 /// - an IDR or BLA picture that begins at or after the loss with its picture's first slice (a keyframe missing its

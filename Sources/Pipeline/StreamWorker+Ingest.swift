@@ -115,15 +115,20 @@ extension StreamWorker {
     // MARK: - NAL units to access units
 
     /// The NAL units the splitter put in `nalUnitScratch`, to the assembler; the scratch array is emptied (its
-    /// views of the splitter's carry buffer must be gone before the next append).
+    /// views of the splitter's carry buffer must be gone before the next append). Each goes with the first bytes
+    /// of the one after it, where they are in: they tell whether a slice was its picture's last.
     func processCollectedUnits() {
-        for index in nalUnitScratch.indices { push(nalUnitScratch[index]) }
+        for index in nalUnitScratch.indices {
+            let next = index + 1 < nalUnitScratch.count ? nalUnitScratch[index + 1].bytes : splitter.unitInProgress
+            push(nalUnitScratch[index], next: next)
+        }
         nalUnitScratch.removeAll(keepingCapacity: true)
     }
 
     /// One NAL unit to the assembler. A slice it took or a picture it completed is video: the sender is making
     /// progress (garbage, zero bytes, parameter sets sent again and again, NAL units of no use are not).
-    func push(_ unit: NALUnit) {
+    /// `next`: the first bytes of the NAL unit after it, when they are in.
+    func push(_ unit: NALUnit, next: ArraySlice<UInt8>? = nil) {
         let slices = assembler.slicesInProgress
         assembler.push(unit) { eventScratch.append($0) }
         var progress = false
@@ -136,7 +141,7 @@ extension StreamWorker {
         let sliceJoined = assembler.slicesInProgress > (completed ? 0 : slices)
         if progress || sliceJoined { reportProgress(now: MonotonicClock.nanoseconds()) }
         handleCollectedEvents()
-        if sliceJoined { decodeNewSlice() }
+        if sliceJoined { decodeNewSlice(last: next.map { assembler.startsAccessUnit($0) } ?? false) }
     }
 
     /// Closes the access unit in progress (RTP marker, next unit's first bytes, end of input).

@@ -72,6 +72,10 @@ extension StreamWorker {
             return
         }
         if let change = unit.displayOrientation { orientation = change }
+        // No picture (the delimiter a sender writes after its last frame, parameter sets before a disconnect):
+        // nothing to decode, and libavcodec's H.264 decoder calls such a packet an error ("no frame!"). An end of
+        // sequence still goes: it changes how the next random-access picture is decoded.
+        guard unit.hasPicture || unit.nalUnitTypes.contains(where: { Self.endsSequence($0, unit.codec) }) else { return }
         let damaged = loss.isDamaged(unit)
         if !loss.damaged { lastKeyframeRequest = nil }
         let pts = nextPTS
@@ -85,6 +89,13 @@ extension StreamWorker {
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
         }
         decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
+    }
+
+    private static func endsSequence(_ type: UInt8, _ codec: VideoCodec) -> Bool {
+        switch codec {
+        case .h264: H264NALUnitType(rawValue: type).role == .endsAccessUnit
+        case .h265: H265NALUnitType(rawValue: type).role == .endsAccessUnit
+        }
     }
 
     func publish(_ frame: DecodedFrame) {
@@ -107,10 +118,15 @@ extension StreamWorker {
         var flags: FrameFlags = []
         if meta?.afterLoss == true { flags.insert(.corrupt) }
         if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
-        if frame.isCorrupt {
+        // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
+        let damagedInParts = meta?.errorsBeforeParts.map { decoder.loggedErrors > $0 } ?? false
+        if frame.isCorrupt || damagedInParts {
             flags.insert(.corrupt)
             // libavcodec found an error: FFmpeg's concealment, on whole access units, until the next keyframe.
             partsSuspended = true
+            // Decoded in parts, the damage was not concealed as FFmpeg conceals it, so every picture that refers to
+            // this one differs from FFmpeg's too: flagged, as after a loss, until a keyframe heals the stream.
+            if meta?.errorsBeforeParts != nil { noteLoss(at: splitter.statistics.bytesIn) }
         }
         if discontinuity { flags.insert(.discontinuity) }
         if let orientation = meta?.orientation {

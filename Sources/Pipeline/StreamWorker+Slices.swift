@@ -10,29 +10,32 @@ import SharedFrames
 /// damaged stream is decoded as whole access units with FFmpeg's concealment, as FFmpeg itself would.
 extension StreamWorker {
     /// A slice has just joined the picture in progress: the decoder gets everything of its access unit it has
-    /// not had yet. The picture's first slice decides whether the picture is decoded in parts.
-    func decodeNewSlice() {
+    /// not had yet. The picture's first slice decides whether the picture is decoded in parts; `last` says that
+    /// the next NAL unit begins the next access unit (its first bytes are in), so this slice is the picture's last.
+    func decodeNewSlice(last: Bool) {
         let now = MonotonicClock.nanoseconds()
         guard picturePart == nil else {
             feedPart(assembler.bytesInProgress, now: now)
             return
         }
-        guard let picture = pictureToDecodeInParts() else { return }
+        // A picture of one slice is decoded whole: nothing would be gained.
+        guard !last, let picture = pictureToDecodeInParts() else { return }
         if let change = picture.displayOrientation { orientation = change }
         let pts = nextPTS
         nextPTS += 1
         pending[pts] = PendingFrame(
             timeFirstByte: arrival(ofOffset: picture.streamOffset).time, timeComplete: now, keyframe: picture.isKeyframe,
-            orientation: orientation, format: picture.format, afterLoss: false, mediaTimestamp: nil)
+            orientation: orientation, format: picture.format, afterLoss: false, mediaTimestamp: nil,
+            errorsBeforeParts: decoder.loggedErrors)
         picturePart = (pts, 0)
         feedPart(assembler.bytesInProgress, now: now, first: picture)
     }
 
-    /// The access unit whose picture was decoded in parts is complete: whatever followed its last slice goes to
-    /// the decoder too. False when `unit` was not decoded in parts.
+    /// The access unit whose picture was decoded in parts is complete. What followed its last slice (filler data,
+    /// an end of sequence: nothing libavcodec decodes into pixels) is not fed: a packet after a finished picture
+    /// would make libavcodec's chunk mode finish it a second time. False when `unit` was not decoded in parts.
     func finishDecodingInParts(_ unit: AccessUnit) -> Bool {
         guard picturePart != nil else { return false }
-        feedPart(unit.data[...], now: MonotonicClock.nanoseconds())
         picturePart = nil
         writer.count(\.accessUnits)
         metrics.accessUnits.increment()
@@ -72,7 +75,7 @@ extension StreamWorker {
         pending[part.pts]?.timeComplete = now
         let input = picture.map { DecoderInput($0, data: partScratch, pts: part.pts) }
             ?? DecoderInput(codec: .h264, data: partScratch, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
-        decoder.decode(input, part: picture == nil ? .next : .first) { publish($0) }
+        decoder.decode(input, part: picture != nil ? .first : .next) { publish($0) }
     }
 }
 

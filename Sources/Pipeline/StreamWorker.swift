@@ -49,6 +49,9 @@ final class StreamWorker: @unchecked Sendable {
         var afterLoss: Bool
         /// rtp://: the access unit's RTP timestamp, unwrapped.
         var mediaTimestamp: Int64?
+        /// Its slices were decoded as they arrived (StreamWorker+Slices.swift), with concealment off: then the
+        /// errors libavcodec had logged for the stream before its first slice (more when it comes out: damaged).
+        var errorsBeforeParts: Int?
     }
 
     let configuration: StreamConfiguration

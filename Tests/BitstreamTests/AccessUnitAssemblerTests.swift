@@ -335,6 +335,53 @@ struct AssemblerHarness {
         }
     }
 
+    /// Slices as they arrive: a progressive High-profile stream can be decoded picture by picture in parts (and its
+    /// bytes so far are the access unit's prefix); an interlaced one (MBAFF, field pictures) cannot; nor can
+    /// anything before the first slice, nor H.265.
+    @Test func whichPicturesCanBeDecodedSliceBySlice() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        for (codec, parameters, expected) in [("h264", "slices=4:bframes=0", true), ("h264", "slices=2:bframes=0:interlaced=1", false),
+                                              ("h265", "slices=2", false)] {
+            let url = try GeneratedStreams.encode(codec: codec, size: "320x240", frames: 4, encoderParameters: parameters,
+                                                  in: directory, name: "p.\(codec)")
+            var splitter = AnnexBSplitter()
+            var assembler = AccessUnitAssembler()
+            var units: [NALUnit] = []
+            splitter.append(readBytes(url.path)) { units.append($0) }
+            splitter.flush { units.append($0) }
+            var verdicts: [Bool] = []
+            var prefix: [UInt8] = []
+            for unit in units {
+                #expect(!assembler.pictureInProgressDecodesInParts || assembler.slicesInProgress > 0)
+                var completed: AccessUnit?
+                assembler.push(unit) { if case .accessUnit(let unit) = $0 { completed = unit } }
+                if let completed {
+                    #expect(completed.data.starts(with: prefix), "\(parameters): the bytes so far were the access unit's beginning")
+                }
+                if assembler.slicesInProgress > 0 {
+                    prefix = Array(assembler.bytesInProgress)
+                    verdicts.append(assembler.pictureInProgressDecodesInParts)
+                    #expect(assembler.pictureInProgress()?.format != nil)
+                }
+            }
+            #expect(!verdicts.isEmpty && verdicts.allSatisfy { $0 == expected }, "\(codec) \(parameters)")
+        }
+    }
+
+    /// The NAL-type rules that decide where access units begin and end (H.264 7.4.1.2.3, H.265 7.4.2.4.4).
+    @Test func nalUnitRolesFollowTheSpecification() {
+        let h264 = (0...31).map { H264NALUnitType(rawValue: UInt8($0)).role }
+        #expect(h264[1] == .slice && h264[2] == .slice && h264[5] == .slice)
+        #expect([3, 4, 12, 13, 19, 20, 21, 0].allSatisfy { h264[$0] == .withinAccessUnit })
+        #expect([6, 7, 8, 9, 14, 15, 16, 17, 18].allSatisfy { h264[$0] == .beginsAccessUnit })
+        #expect(h264[10] == .endsAccessUnit && h264[11] == .endsAccessUnit)
+        let h265 = (0...63).map { H265NALUnitType(rawValue: UInt8($0)).role }
+        #expect((0...31).allSatisfy { h265[$0] == .slice })
+        #expect([32, 33, 34, 35, 39, 41, 44, 48, 55].allSatisfy { h265[$0] == .beginsAccessUnit })
+        #expect([38, 40, 45, 47, 56, 63].allSatisfy { h265[$0] == .withinAccessUnit })
+        #expect(h265[36] == .endsAccessUnit && h265[37] == .endsAccessUnit)
+    }
+
     @Test(.enabled(if: TestEnvironment.hasCorpus, "needs ../shared/corpus"))
     func conformanceStreams() {
         for url in TestEnvironment.corpusFiles() {
