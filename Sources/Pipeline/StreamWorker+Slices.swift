@@ -18,6 +18,8 @@ extension StreamWorker {
             feedPart(assembler.bytesInProgress, now: now)
             return
         }
+        // A keyframe ends a suspension, whether or not it is decoded in parts itself (IDR pictures are not).
+        if partsSuspended, assembler.pictureInProgress()?.isKeyframe == true { partsSuspended = false }
         // A picture of one slice is decoded whole: nothing would be gained.
         guard !last, let picture = pictureToDecodeInParts() else { return }
         if let change = picture.displayOrientation { orientation = change }
@@ -48,15 +50,11 @@ extension StreamWorker {
     /// an IDR picture: libavcodec 59 clears its references at every packet that holds an IDR slice, so the IDR's
     /// second part found no picture to add to ("no frame!") once earlier pictures existed (measured here).
     private func pictureToDecodeInParts() -> AccessUnit? {
-        guard configuration.listen.transport == .tcp, assembler.pictureInProgressDecodesInParts,
+        guard configuration.listen.transport == .tcp, !partsSuspended, assembler.pictureInProgressDecodesInParts,
               decoder.decodesInParts(.h264), let picture = assembler.pictureInProgress(), picture.beginsWithFirstSlice,
               picture.randomAccess != .idr,
               let format = picture.format, format.width <= configuration.maxWidth, format.height <= configuration.maxHeight
         else { return nil }
-        if partsSuspended {
-            guard picture.isKeyframe else { return nil }
-            partsSuspended = false
-        }
         // Whether the picture is damaged is known at its first slice: nothing is lost inside a TCP stream. A
         // damaged one is left to the whole-access-unit path, which asks the tracker itself.
         var tracker = loss
