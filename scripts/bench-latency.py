@@ -54,7 +54,9 @@ def encode(path, fps, seconds, options, codec="h264", slices=1, size=(WIDTH, HEI
     """Encodes testsrc2 to `path` unless it exists; returns its access units (decode order) and, for each frame in
     presentation order, the index of the access unit it came from."""
     if not os.path.exists(path):
-        encoder = ["-c:v", "libx264", "-x264-params", "slices=%d" % slices] if codec == "h264" else \
+        # x264's zerolatency tune slices by thread (as many slices as encoder threads): sliced-threads=0 keeps
+        # the slice count asked for.
+        encoder = ["-c:v", "libx264", "-x264-params", "slices=%d:sliced-threads=0" % slices] if codec == "h264" else \
             ["-c:v", "libx265", "-x265-params", "log-level=error:slices=%d" % slices]
         run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=%dx%d:rate=%d" % (size + (fps,)),
              "-t", str(seconds)] + encoder + options + ["-f", "h264" if codec == "h264" else "hevc", path])
@@ -210,7 +212,7 @@ def main():
     for row in STREAMS:
         label, fps, codec = row["label"], row["fps"], row["codec"]
         name = "".join(c for c in "%s-%d-%s" % (codec, fps, " ".join(row["options"])) if c.isalnum())
-        path = os.path.join(args.work, "latency-%s-%dslices-%ds.%s" % (name, row["slices"], args.seconds, codec))
+        path = os.path.join(args.work, "latency-%s-%dslices-%ds-v2.%s" % (name, row["slices"], args.seconds, codec))
         units, decode_index = encode(path, fps, args.seconds, row["options"], codec, row["slices"])
         decode_alone = decode_time_ms(path, len(decode_index))
         delimiter, link = AUD[codec] if row["delimited"] else b"", row["link"]

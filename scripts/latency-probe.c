@@ -43,28 +43,48 @@ static int from_pipe(size_t frame_bytes, long count) {
     return 0;
 }
 
-static int from_ring(const char *name, long count) {
+/* Maps the ring of stream NAME; NULL (and a message) when it is not one. */
+static const struct streamrecv_shm_header *map_ring(const char *name, size_t *size) {
     char path[256];
     snprintf(path, sizeof path, "/streamrecv-%s", name);
     int fd = shm_open(path, O_RDONLY, 0);
-    if (fd < 0) { perror(path); return 1; }
+    if (fd < 0) { perror(path); return NULL; }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < STREAMRECV_SHM_HEADER_SIZE) { close(fd); return 1; }
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < STREAMRECV_SHM_HEADER_SIZE) { close(fd); return NULL; }
     const struct streamrecv_shm_header *header = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    if (header == MAP_FAILED || streamrecv_shm_load_u64(&header->magic) != STREAMRECV_SHM_MAGIC ||
+    if (header == MAP_FAILED) return NULL;
+    if (streamrecv_shm_load_u64(&header->magic) != STREAMRECV_SHM_MAGIC ||
         header->abi_version != STREAMRECV_SHM_ABI_VERSION || header->total_size > (uint64_t)st.st_size) {
         fprintf(stderr, "%s: not a streamrecv ring\n", path);
-        return 1;
+        munmap((void *)header, (size_t)st.st_size);
+        return NULL;
     }
+    *size = (size_t)st.st_size;
+    return header;
+}
+
+/* Follows the stream when the daemon moves it to a new object (STREAMRECV_STATE_REPLACED: sized for the frames
+ * now decoded); sequence numbers go on across the move. */
+static int from_ring(const char *name, long count) {
+    size_t size = 0;
+    const struct streamrecv_shm_header *header = map_ring(name, &size);
+    if (!header) return 1;
     uint64_t next = streamrecv_shm_load_u64(&header->latest_sequence) + 1;
     for (long index = 0; index < count;) {
         uint32_t seen = streamrecv_shm_load_u32(&header->wake_word);
-        const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_at(header, (uint32_t)((next - 1) % header->slot_count));
-        uint64_t begin = streamrecv_shm_read_begin(slot);
+        uint32_t state = streamrecv_shm_load_u32(&header->stream_state);
+        if (state == STREAMRECV_STATE_REPLACED) {
+            munmap((void *)header, size);
+            if (!(header = map_ring(name, &size))) return 1;
+            continue;
+        }
+        const struct streamrecv_shm_slot *slot =
+            header->slot_count > 0 ? streamrecv_shm_slot_at(header, (uint32_t)((next - 1) % header->slot_count)) : NULL;
+        uint64_t begin = slot ? streamrecv_shm_read_begin(slot) : 1;
         struct streamrecv_shm_slot copy;
-        memcpy(&copy, slot, sizeof copy);
-        if (!(begin & 1) && streamrecv_shm_read_end(slot, begin) && copy.sequence >= next) {
+        if (slot) memcpy(&copy, slot, sizeof copy);
+        if (slot && !(begin & 1) && streamrecv_shm_read_end(slot, begin) && copy.sequence >= next) {
             unsigned long long readable = now_ns();
             if (copy.sequence > next) { fprintf(stderr, "lapped at %llu\n", (unsigned long long)next); next = copy.sequence; }
             printf("%ld %llu %lld %llu %llu %llu %llu %u\n", index, readable, (long long)copy.pts,
@@ -75,9 +95,10 @@ static int from_ring(const char *name, long count) {
             next++;
             continue;
         }
-        if (streamrecv_shm_load_u32(&header->stream_state) == STREAMRECV_STATE_STOPPED) break;
+        if (state == STREAMRECV_STATE_STOPPED) break;
         if (!streamrecv_shm_wait(header, seen, 10000000000LL) && streamrecv_shm_load_u32(&header->wake_word) == seen) break;
     }
+    munmap((void *)header, size);
     return 0;
 }
 

@@ -165,15 +165,20 @@ import Testing
         var codec = "h264"
         var slices = 8
         var cpuLoad = false
+        /// B-frames (pictures come out reordered) and the daemon's decoder threads (slice threads).
+        var bframes = 0
+        var threads = 1
 
         var testDescription: String {
-            "\(kind) \(codec) \(slices) slice(s)\(cpuLoad ? " under CPU load" : "")"
+            "\(kind) \(codec) \(slices) slice(s)\(bframes > 0 ? ", \(bframes) B-frames" : "")"
+                + "\(threads > 1 ? ", \(threads) slice threads" : "")\(cpuLoad ? " under CPU load" : "")"
         }
     }
 
     static let cases: [LinkCase] = [
         LinkCase(kind: .ffmpeg, slices: 1),
         LinkCase(kind: .ffmpeg, slices: 8),
+        LinkCase(kind: .ffmpeg, slices: 8, bframes: 2, threads: 2),
         LinkCase(kind: .gstreamer),
         LinkCase(kind: .streamrecvctl),
         LinkCase(kind: .pieces(seed: 1, noDelay: true)),
@@ -187,13 +192,14 @@ import Testing
     func everyFrameArrivesWholeWhateverTheSenderAndLink(_ link: LinkCase) throws {
         let frames = 60
         let directory = try TestEnvironment.temporaryDirectory()
-        let parameters = "bframes=0:keyint=30:min-keyint=30:scenecut=0:crf=14:slices=\(link.slices)"
+        let parameters = "bframes=\(link.bframes):keyint=30:min-keyint=30:scenecut=0:crf=14:slices=\(link.slices)"
         let source = try GeneratedStreams.encode(codec: link.codec, size: "640x360", frames: frames,
                                                  encoderParameters: parameters, in: directory, name: "s.\(link.codec)")
         let reference = try referenceFrames(source.path, frameBytes: 640 * 360 * 3 / 2)
         #expect(reference.count == frames)
         let metricsPort = freePort()
-        let daemon = try DaemonProcess(label: "link", settings: ["max_width": "640", "max_height": "368", "slots": "64"],
+        let daemon = try DaemonProcess(label: "link", settings: ["max_width": "640", "max_height": "368", "slots": "64",
+                                                                 "threads": String(link.threads)],
                                        daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""])
         let load = link.cpuLoad ? try (0..<2).map { _ in try WatchedProcess("/bin/sh", ["-c", "while :; do :; done"]) } : []
         // SIGKILL: the busy shells outlive SIGTERM here.
