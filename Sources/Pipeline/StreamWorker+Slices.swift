@@ -47,8 +47,9 @@ extension StreamWorker {
 
     /// The picture in progress, if it is to be decoded in parts: a clean tcp:// stream, a picture the assembler
     /// says can be (frames, slices in raster order), beginning with its first slice, decoded in software, and not
-    /// an IDR picture: libavcodec 59 clears its references at every packet that holds an IDR slice, so the IDR's
-    /// second part found no picture to add to ("no frame!") once earlier pictures existed (measured here).
+    /// an IDR picture: an IDR picture of 8 slices decoded in parts after a GOP failed at its second part ("no
+    /// frame!") and came out flagged (seen here; libavcodec 59 seems to reset its references at every packet that
+    /// holds an IDR slice).
     private func pictureToDecodeInParts() -> AccessUnit? {
         guard configuration.listen.transport == .tcp, !partsSuspended, assembler.pictureInProgressDecodesInParts,
               decoder.decodesInParts(.h264), let picture = assembler.pictureInProgress(), picture.beginsWithFirstSlice,
