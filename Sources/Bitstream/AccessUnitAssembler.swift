@@ -117,11 +117,8 @@ public struct AccessUnitAssembler {
     /// one is being dropped). A view of the assembler's buffer: look, then let go before the next `push`.
     public var bytesInProgress: ArraySlice<UInt8> { discardingOversized ? [] : data[...] }
 
-    /// The picture in progress can be decoded slice by slice, each slice as it arrives (libavcodec's chunk mode
-    /// finishes a picture when its last macroblock row is decoded, so slices must come in raster order and each
-    /// picture be one frame): H.264 frames (frame_mbs_only: no fields, no MBAFF), colour planes coded together,
-    /// one slice group, no redundant pictures, no data partitions, and a profile that forbids arbitrary slice
-    /// order (Baseline and Extended allow it unless constraint_set1_flag is set). Decided at its first slice.
+    /// The picture in progress can be decoded slice by slice, each slice as it arrives (decided at its first
+    /// slice: `ParameterSetStore.decodesInParts`).
     public var pictureInProgressDecodesInParts: Bool { sliceCount > 0 && decodesInParts && !discardingOversized }
 
     /// What the access unit in progress will say about its picture once complete, as far as its NAL units so far
@@ -129,14 +126,6 @@ public struct AccessUnitAssembler {
     public mutating func pictureInProgress() -> AccessUnit? {
         guard sliceCount > 0, codec != nil else { return nil }
         return describe(data: [], nalUnitTypes: [], end: .explicit)
-    }
-
-    private static func decodesInParts(_ slice: H264SliceHeader, type: H264NALUnitType, store: ParameterSetStore) -> Bool {
-        guard type != .dataPartitionA, let pps = store.h264PPS[slice.ppsId]?.value, let sps = store.h264SPS[pps.spsId]?.value
-        else { return false }
-        let orderedSlices = !(sps.profileIdc == 66 || sps.profileIdc == 88) || sps.constraintFlags & 0x40 != 0
-        return sps.frameMbsOnly && !sps.separateColourPlane && pps.numSliceGroups == 1 && !pps.redundantPicCntPresent
-            && orderedSlices
     }
 
     /// Whether a NAL unit beginning with `prefix` (its first bytes, header included, possibly not all of it)
@@ -226,7 +215,7 @@ public struct AccessUnitAssembler {
             if let slice {
                 if sliceCount == 0 {
                     ppsId = slice.ppsId
-                    decodesInParts = Self.decodesInParts(slice, type: type, store: store)
+                    decodesInParts = store.decodesInParts(firstSlice: slice, type: type)
                 }
                 if slice.redundantPicCnt == 0 { lastH264Slice = slice }
             } else {
