@@ -105,9 +105,6 @@ public struct AccessUnitAssembler {
         }
     }
 
-    /// The access unit in progress has at least one slice: ending it now would emit a picture.
-    public var hasPictureInProgress: Bool { sliceCount > 0 }
-
     /// Slices taken into the access unit in progress: growing means the last NAL unit was a slice it accepted.
     public var slicesInProgress: Int { sliceCount }
 

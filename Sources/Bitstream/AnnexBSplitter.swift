@@ -209,13 +209,3 @@ public struct AnnexBSplitter {
         return end
     }
 }
-
-extension AnnexBSplitter {
-    /// The bytes begin with a 3- or 4-byte start code.
-    public static func startsWithStartCode(_ bytes: ArraySlice<UInt8>) -> Bool {
-        var index = bytes.startIndex
-        var zeros = 0
-        while index < bytes.endIndex, bytes[index] == 0, zeros < 3 { zeros += 1; index += 1 }
-        return zeros >= 2 && index < bytes.endIndex && bytes[index] == 1
-    }
-}

@@ -65,6 +65,7 @@ public final class VideoDecoder {
     /// libavcodec's concealment setting as opened (FF_EC_GUESS_MVS | FF_EC_DEBLOCK): whole access units use it.
     private var defaultErrorConcealment: Int32 = 0
     public private(set) var isChunked = false
+    private var logContexts: [UnsafeMutableRawPointer] = []
 
     /// - Parameters:
     ///   - parameterSets: the active parameter sets in Annex B form, given to the decoder as extradata.
@@ -116,26 +117,21 @@ public final class VideoDecoder {
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
         defaultErrorConcealment = context.pointee.error_concealment
+        // What libavcodec logs errors with: the codec context, and the decoder's private context (which has its
+        // own class for options). Kept: `loggedErrors` is asked for every frame decoded in parts.
+        logContexts = [UnsafeMutableRawPointer(context)] + (context.pointee.priv_data.map { [$0] } ?? [])
         FFmpegLog.watch(logContexts)
-    }
-
-    /// What libavcodec logs errors with: the codec context, and the decoder's private context (which has its own
-    /// class for options).
-    private var logContexts: [UnsafeMutableRawPointer] {
-        guard let context else { return [] }
-        return [UnsafeMutableRawPointer(context)] + (context.pointee.priv_data.map { [$0] } ?? [])
     }
 
     /// Errors libavcodec has logged for this decoder (counted only while its log is routed: `FFmpegLog.route`).
     public var loggedErrors: Int { FFmpegLog.errors(of: logContexts) }
 
     /// H.264 slices as they arrive (`AV_CODEC_FLAG2_CHUNKS`): a packet may then hold part of a picture, whose
-    /// frame comes out once its last macroblock row is decoded (a packet decoded without the flag starts a new
-    /// picture, so it stays on for every part of one). libavcodec 59 runs its error concealment over the whole
-    /// picture at the end of every packet — with parts, over the rows not decoded yet: ten times the decoding
-    /// cost — so concealment is off meanwhile. Turning concealment on for a picture's last part was tried: the
-    /// picture then came out marked damaged. Both are read per packet; off again, whole access units decode
-    /// exactly as before, with FFmpeg's default concealment.
+    /// frame comes out once its last macroblock row is decoded. libavcodec 59 runs its error concealment over the
+    /// whole picture at the end of every packet — with parts, over the rows not decoded yet: ten times the decoding
+    /// cost — so concealment is off meanwhile. Tried and dropped for a picture's last part: the flag off (frames
+    /// then differed from FFmpeg's) and concealment on (the picture came out marked damaged). Both are read per
+    /// packet; off again, whole access units decode exactly as before, with FFmpeg's default concealment.
     public func setChunked(_ chunked: Bool) {
         guard let context, chunked != isChunked else { return }
         isChunked = chunked

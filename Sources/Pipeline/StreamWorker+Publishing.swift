@@ -63,8 +63,7 @@ extension StreamWorker {
     func decode(_ unit: AccessUnit) {
         if finishDecodingInParts(unit) { return }
         let now = MonotonicClock.nanoseconds()
-        writer.count(\.accessUnits)
-        metrics.accessUnits.increment()
+        countAccessUnit()
         if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
             drop(.tooLarge)
             log.log(.warning, key: "too-large", now: now,
@@ -89,6 +88,12 @@ extension StreamWorker {
             for key in pending.keys where key < pts - 256 { pending.removeValue(forKey: key) }
         }
         decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
+    }
+
+    /// One access unit, in the ring's counters and the metrics alike.
+    func countAccessUnit() {
+        writer.count(\.accessUnits)
+        metrics.accessUnits.increment()
     }
 
     private static func endsSequence(_ type: UInt8, _ codec: VideoCodec) -> Bool {

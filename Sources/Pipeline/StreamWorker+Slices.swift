@@ -39,8 +39,7 @@ extension StreamWorker {
     func finishDecodingInParts(_ unit: AccessUnit) -> Bool {
         guard picturePart != nil else { return false }
         picturePart = nil
-        writer.count(\.accessUnits)
-        metrics.accessUnits.increment()
+        countAccessUnit()
         metrics.picturesDecodedInParts.increment()
         return true
     }

@@ -5,7 +5,6 @@ import Foundation
 import Glibc
 import Logging
 import NIOConcurrencyHelpers
-import NIOCore
 import SharedFrames
 
 /// What a stream is doing, for STATUS lines and the watchdog; written by the decode thread.

@@ -169,16 +169,6 @@ func randomStream(seed: UInt64, units: Int) -> (stream: [UInt8], payloads: [[UIn
         #expect(splitter.statistics.continuationsAfterFlush == 0)
     }
 
-    @Test func startCodesAtTheStartOfAChunkAreRecognised() {
-        #expect(AnnexBSplitter.startsWithStartCode([0, 0, 1, 0x65]))
-        #expect(AnnexBSplitter.startsWithStartCode([0, 0, 0, 1]))
-        #expect(!AnnexBSplitter.startsWithStartCode([0, 0, 0, 0, 1]), "four zeros: more than a start code")
-        #expect(!AnnexBSplitter.startsWithStartCode([0, 0, 3, 1]))
-        #expect(!AnnexBSplitter.startsWithStartCode([0x41, 0, 0, 1]))
-        #expect(!AnnexBSplitter.startsWithStartCode([0, 0]))
-        #expect(!AnnexBSplitter.startsWithStartCode([]))
-    }
-
     @Test func corpusStreamsSplitIdenticallyWhateverTheChunking() throws {
         for name in ["CVFC1_Sony_C.jsv", "MR1_BT_A.h264", "jm_1080p_allslice.264"] {
             guard let url = TestEnvironment.corpusFile(name), let file = fopen(url.path, "rb") else { continue }
