@@ -100,7 +100,9 @@ final class SenderRegistry: Sendable {
 
     enum Admission {
         case accepted(ConnectionID, replacing: Channel?, staleFor: UInt64?)
-        case refused
+        /// `current` holds the stream. It may already be gone without its channel knowing yet: a sender that
+        /// closed and reconnected at once is accepted before its old connection's end has been read.
+        case refused(current: Channel, id: ConnectionID)
     }
 
     /// Decides for a new connection. An admitted sender holds the stream until its channel closes (not merely
@@ -111,7 +113,7 @@ final class SenderRegistry: Sendable {
             if let active = state.active {
                 let quiet = SenderDeadlines.quiet(admittedAt: active.admittedAt, lastProgress: activity.lastProgress(of: active.id), now: now)
                 if policy == .refuse {
-                    guard quiet > deadlines.hold else { return .refused }
+                    guard quiet > deadlines.hold else { return .refused(current: active.channel, id: active.id) }
                     staleFor = quiet
                 }
             }

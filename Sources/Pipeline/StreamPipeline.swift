@@ -154,30 +154,53 @@ final class StreamPipeline: @unchecked Sendable {
                     refuse(refusal, remote: channel.remoteAddress)
                     return channel.close()
                 }
-                switch registry.admit(channel, now: MonotonicClock.nanoseconds()) {
-                case .refused:
-                    refuse(.secondSender, remote: channel.remoteAddress)
-                    return channel.close()
-                case .accepted(let id, let replaced, let staleFor):
-                    if let replaced {
-                        metrics.takeover(staleFor == nil ? .policy : .stale)
-                        let why = staleFor.map { "the current one delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s" }
-                            ?? "second_sender = takeover"
-                        logRefusal(key: "takeover", "new sender takes over (\(why)) (remote \(channel.remoteAddress?.description ?? "unknown"))")
-                        replaced.close(promise: nil)
-                    }
-                    Self.enableKeepaliveProbes(channel)
-                    return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(SenderHandler(
-                            id: id, worker: worker, registry: registry, metrics: metrics, logger: logger))
-                    }
-                }
+                return admit(channel, worker: worker, registry: registry, mayWait: true)
             }
         if let inheritedDescriptor {
             return try await bootstrap.withBoundSocket(inheritedDescriptor).get()
         }
         return try await bootstrap.bind(host: configuration.listen.host, port: configuration.listen.port).get()
     }
+
+    /// The second-sender policy's answer for a new connection. A refusal first waits up to
+    /// `refusalGraceMilliseconds` for the current sender's connection to end: a sender that closes and reconnects
+    /// at once (a restarted process, `ffmpeg` in a loop) connects before its old connection's end is read, and must
+    /// not be turned away by it. The new connection is not read while it waits.
+    private func admit(_ channel: Channel, worker: StreamWorker, registry: SenderRegistry, mayWait: Bool) -> EventLoopFuture<Void> {
+        switch registry.admit(channel, now: MonotonicClock.nanoseconds()) {
+        case .refused(let current, let currentID):
+            guard mayWait else {
+                refuse(.secondSender, remote: channel.remoteAddress)
+                return channel.close()
+            }
+            let decided = channel.eventLoop.makePromise(of: Void.self)
+            let timeout = channel.eventLoop.scheduleTask(in: .milliseconds(Self.refusalGraceMilliseconds)) { decided.succeed() }
+            current.closeFuture.hop(to: channel.eventLoop).whenComplete { _ in
+                registry.release(currentID)
+                timeout.cancel()
+                decided.succeed()
+            }
+            return decided.futureResult.flatMap { [self] in admit(channel, worker: worker, registry: registry, mayWait: false) }
+        case .accepted(let id, let replaced, let staleFor):
+            if let replaced {
+                metrics.takeover(staleFor == nil ? .policy : .stale)
+                let why = staleFor.map { "the current one delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s" }
+                    ?? "second_sender = takeover"
+                logRefusal(key: "takeover", "new sender takes over (\(why)) (remote \(channel.remoteAddress?.description ?? "unknown"))")
+                replaced.close(promise: nil)
+            }
+            Self.enableKeepaliveProbes(channel)
+            let (metrics, logger) = (self.metrics, self.logger)
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(SenderHandler(
+                    id: id, worker: worker, registry: registry, metrics: metrics, logger: logger))
+            }
+        }
+    }
+
+    /// Long enough for the end of a closed connection to be read on a loaded machine; short enough that a refused
+    /// sender learns it at once.
+    static let refusalGraceMilliseconds: Int64 = 500
 
     /// udp:// and rtp://: one datagram channel reading several datagrams per system call (recvmmsg). NIO splits
     /// one receive buffer across the messages of a vector read, so the buffer holds a whole datagram per message:

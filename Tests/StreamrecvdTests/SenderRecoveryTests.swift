@@ -69,6 +69,28 @@ func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Vo
         #expect(daemon.isRunning)
     }
 
+    /// A TCP sender that closes and connects again at once (a restarted process, `ffmpeg` in a shell loop) is let
+    /// straight back in by second_sender = refuse: its new connection arrives before the end of its old one has been
+    /// read, and must not be refused for it.
+    @Test func aTCPSenderThatReconnectsAtOnceIsNeverRefused() throws {
+        let daemon = try DaemonProcess(label: "reconnect", settings: [
+            "max_width": "160", "max_height": "96", "slots": "64", "second_sender": "\"refuse\"",
+        ])
+        let stream = try generated("h264", frames: 5)
+        let rounds = 12
+        for _ in 0..<rounds {
+            let sender = try Sender(port: daemon.port)
+            try sender.sendPaced(stream, pauseMicroseconds: 1000)
+            sender.close()
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while (daemon.status?.counters.framesPublished ?? 0) < UInt64(rounds * 5) && Date() < deadline { usleep(20_000) }
+        let counters = daemon.status?.counters
+        #expect(counters?.framesPublished == UInt64(rounds * 5) && counters?.connections == UInt64(rounds), "\(String(describing: counters))")
+        #expect(!daemon.log.contains("second sender refused"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.isRunning)
+    }
+
     /// A stranger sending one datagram of garbage every 200 ms from another address neither holds the stream
     /// (when it came first) nor keeps the real sender's silence from being noticed.
     @Test func aStrangerSendingNowAndThenDoesNotHoldTheStream() throws {
