@@ -90,7 +90,14 @@ let package = Package(
             name: "DecodingTests",
             dependencies: ["Decoding", "Bitstream", "FrameFormats", "StreamrecvTestSupport"]
         ),
-        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Bitstream", "Decoding"]),
+        .testTarget(
+            name: "PipelineTests",
+            dependencies: [
+                "Pipeline", "Bitstream", "Decoding", "SharedFrames", "FrameFormats", "StreamrecvTestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         .testTarget(
             name: "SharedFramesTests",
             dependencies: ["SharedFrames", "CFrameRing", "FrameFormats", "StreamrecvTestSupport"]

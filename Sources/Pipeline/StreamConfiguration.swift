@@ -139,3 +139,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var metrics: ListenAddress?
     public var streams: [StreamConfiguration] = []
 }
+
+extension StreamConfiguration {
+    /// `second_sender` with the deadlines `idle_timeout` sets: the same for TCP connections and datagram sources.
+    var admissionPolicy: AdmissionPolicy {
+        AdmissionPolicy(secondSender: secondSender, deadlines: SenderDeadlines(idleTimeoutSeconds: idleTimeout))
+    }
+}

@@ -54,7 +54,7 @@ final class StreamMetrics: Sendable {
     let discardedBytes: Counter
     /// The shm object re-created because another process truncated or removed it.
     let ringRecreations: Counter
-    /// H.264 pictures decoded slice by slice as their slices arrived (StreamWorker+Slices.swift).
+    /// H.264 pictures decoded slice by slice as their slices arrived (Decode/DecodeSession+Parts.swift).
     let picturesDecodedInParts: Counter
     /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short).
     let datagramsLost: Counter
@@ -68,8 +68,7 @@ final class StreamMetrics: Sendable {
     /// Senders let go because they delivered no video for idle_timeout.
     let idleDisconnects: Counter
     /// Input defects by kind: the assembler's (`AssemblerProblem.Kind`) and the splitter's.
-    private let defects: [String: Counter]
-    static let splitterDefects = ["oversized_nal_unit", "empty_nal_unit"]
+    private let defects: [StreamDefect: Counter]
     private let dropped: [DropReason: Counter]
     private let refused: [RefusalReason: Counter]
     let hardware: Gauge
@@ -117,8 +116,8 @@ final class StreamMetrics: Sendable {
         takeovers = Dictionary(uniqueKeysWithValues: TakeoverReason.allCases.map {
             ($0, counter("sender_takeovers_total", [("reason", $0.rawValue)]))
         })
-        defects = Dictionary(uniqueKeysWithValues: (AssemblerProblem.Kind.allCases.map(\.rawValue) + Self.splitterDefects).map {
-            ($0, counter("stream_defects_total", [("kind", $0)]))
+        defects = Dictionary(uniqueKeysWithValues: StreamDefect.allCases.map {
+            ($0, counter("stream_defects_total", [("kind", $0.label)]))
         })
         dropped = Dictionary(uniqueKeysWithValues: DropReason.allCases.map {
             ($0, counter("frames_dropped_total", [("reason", $0.rawValue)]))
@@ -136,7 +135,7 @@ final class StreamMetrics: Sendable {
 
     func dropped(_ reason: DropReason) { dropped[reason]?.increment() }
 
-    func defect(_ kind: String, count: Int = 1) { defects[kind]?.increment(by: Int64(count)) }
+    func defect(_ defect: StreamDefect, count: Int = 1) { defects[defect]?.increment(by: Int64(count)) }
 
     func refused(_ reason: RefusalReason) { refused[reason]?.increment() }
 

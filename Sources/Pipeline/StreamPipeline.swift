@@ -70,8 +70,7 @@ final class StreamPipeline: @unchecked Sendable {
                                   logger: logger, metrics: metrics)
         worker.start()
         self.worker.withLockedValue { $0 = worker }
-        let registry = SenderRegistry(policy: configuration.secondSender, activity: activity,
-                                      deadlines: SenderDeadlines(idleTimeoutSeconds: configuration.idleTimeout))
+        let registry = SenderRegistry(policy: configuration.admissionPolicy, activity: activity)
         let channel: Channel
         do {
             channel = try await bind(worker: worker, registry: registry)

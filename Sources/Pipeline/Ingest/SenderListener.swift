@@ -100,7 +100,8 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     private let configuration: StreamConfiguration
     private let metrics: StreamMetrics
     private let activity: SenderActivity
-    private let deadlines: SenderDeadlines
+    private let policy: AdmissionPolicy
+    private var deadlines: SenderDeadlines { policy.deadlines }
     /// Bytes each receive buffer holds per datagram: a datagram that fills it may have been cut short.
     private let messageBytes: Int
     private var log: RateLimitedLogger
@@ -121,7 +122,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
         self.metrics = metrics
         self.activity = activity
         self.messageBytes = messageBytes
-        deadlines = SenderDeadlines(idleTimeoutSeconds: configuration.idleTimeout)
+        policy = configuration.admissionPolicy
         log = RateLimitedLogger(logger: logger)
     }
 
@@ -174,18 +175,21 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         if let current = active, current.source != source {
-            let quiet = quietness(of: current, now: now)
-            guard configuration.secondSender == .takeover || quiet > deadlines.hold else {
+            switch policy.decide(currentQuietFor: quietness(of: current, now: now)) {
+            case .refuse:
                 metrics.refused(.secondSender)
                 log.log(.warning, key: "second-sender", now: now,
                         "datagrams from a second sender ignored while the current one delivers video (second_sender = refuse; latest from \(source))")
                 return
+            case .takeOver(let staleFor):
+                metrics.takeover(staleFor == nil ? .policy : .stale)
+                log.log(.warning, key: "takeover", now: now, staleFor.map {
+                    "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s"
+                } ?? "datagrams from \(source) take over from \(current.source) (second_sender = takeover)")
+                end(reason: .takenOver)
+            case .admit:
+                break
             }
-            metrics.takeover(configuration.secondSender == .takeover ? .policy : .stale)
-            log.log(.warning, key: "takeover", now: now, configuration.secondSender == .takeover
-                    ? "datagrams from \(source) take over from \(current.source) (second_sender = takeover)"
-                    : "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(format: "%.1f", Double(quiet) / 1e9)) s")
-            end(reason: .takenOver)
         }
         if active == nil {
             active = (nextID, source, now)

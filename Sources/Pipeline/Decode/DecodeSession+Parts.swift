@@ -7,40 +7,38 @@ import SharedFrames
 /// is left to decode. libavcodec emits the frame once the picture's last macroblock row is decoded
 /// (`VideoDecoder.setChunked`). Used where nothing can be lost inside a picture — tcp:// is a byte stream that
 /// loses nothing, while an RTP or UDP gap can open in the middle of a picture — and while the stream is clean: a
-/// damaged stream is decoded as whole access units with FFmpeg's concealment, as FFmpeg itself would.
-extension StreamWorker {
+/// damaged stream is decoded as whole access units with FFmpeg's concealment, as FFmpeg itself would. The state
+/// is `PictureInParts`.
+extension DecodeSession {
     /// A slice has just joined the picture in progress: the decoder gets everything of its access unit it has
     /// not had yet. The picture's first slice decides whether the picture is decoded in parts; `last` says that
     /// the next NAL unit begins the next access unit (its first bytes are in), so this slice is the picture's last.
     func decodeNewSlice(last: Bool) {
         let now = MonotonicClock.nanoseconds()
-        guard picturePart == nil else {
-            feedPart(assembler.bytesInProgress, now: now)
+        guard !parts.isDecodingAPicture else {
+            feedPart(now: now)
             return
         }
         // A keyframe ends a suspension, whether or not it is decoded in parts itself (IDR pictures are not).
-        if partsSuspended, assembler.pictureInProgress()?.isKeyframe == true { partsSuspended = false }
+        if parts.suspended, assembler.pictureInProgress()?.isKeyframe == true { parts.keyframeBegins() }
         // A picture of one slice is decoded whole: nothing would be gained.
         guard !last, let picture = pictureToDecodeInParts() else { return }
         if let change = picture.displayOrientation { orientation = change }
-        let pts = nextPTS
-        nextPTS += 1
-        pending[pts] = PendingFrame(
+        let pts = pending.add(PendingFrame(
             timeFirstByte: arrival(ofOffset: picture.streamOffset).time, timeComplete: now, keyframe: picture.isKeyframe,
             orientation: orientation, format: picture.format, afterLoss: false, mediaTimestamp: nil,
-            errorsBeforeParts: decoder.loggedErrors)
-        picturePart = (pts, 0)
-        feedPart(assembler.bytesInProgress, now: now, first: picture)
+            errorsBeforeParts: decoder.loggedErrors))
+        parts.begin(pts: pts)
+        feedPart(now: now, first: picture)
     }
 
     /// The access unit whose picture was decoded in parts is complete. What followed its last slice (filler data,
     /// an end of sequence: nothing libavcodec decodes into pixels) is not fed: a packet after a finished picture
     /// would make libavcodec's chunk mode finish it a second time. False when `unit` was not decoded in parts.
     func finishDecodingInParts(_ unit: AccessUnit) -> Bool {
-        guard picturePart != nil else { return false }
-        picturePart = nil
-        countAccessUnit()
-        metrics.picturesDecodedInParts.increment()
+        guard parts.finish() else { return false }
+        telemetry.count(.accessUnit)
+        telemetry.metrics.picturesDecodedInParts.increment()
         return true
     }
 
@@ -50,7 +48,7 @@ extension StreamWorker {
     /// frame!") and came out flagged (seen here; libavcodec 59 seems to reset its references at every packet that
     /// holds an IDR slice).
     private func pictureToDecodeInParts() -> AccessUnit? {
-        guard configuration.listen.transport == .tcp, !partsSuspended, assembler.pictureInProgressDecodesInParts,
+        guard configuration.listen.transport == .tcp, !parts.suspended, assembler.pictureInProgressDecodesInParts,
               decoder.decodesInParts(.h264), let picture = assembler.pictureInProgress(), picture.beginsWithFirstSlice,
               picture.randomAccess != .idr,
               let format = picture.format, format.width <= configuration.maxWidth, format.height <= configuration.maxHeight
@@ -63,16 +61,13 @@ extension StreamWorker {
         return picture
     }
 
-    /// `bytes` is the access unit so far; the part the decoder has not had goes to it. `first` describes the
-    /// picture for the first part (parameter sets, random access: whether to open or recreate the decoder).
-    private func feedPart(_ bytes: ArraySlice<UInt8>, now: UInt64, first picture: AccessUnit? = nil) {
-        guard let part = picturePart, bytes.count > part.fed else { return }
-        partScratch.removeAll(keepingCapacity: true)
-        partScratch.append(contentsOf: bytes[(bytes.startIndex + part.fed)...])
-        picturePart!.fed = bytes.count
-        pending[part.pts]?.timeComplete = now
-        let input = picture.map { DecoderInput($0, data: partScratch, pts: part.pts) }
-            ?? DecoderInput(codec: .h264, data: partScratch, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
+    /// The part of the access unit so far that the decoder has not had goes to it. `first` describes the picture
+    /// for the first part (parameter sets, random access: whether to open or recreate the decoder).
+    private func feedPart(now: UInt64, first picture: AccessUnit? = nil) {
+        guard let part = parts.nextPart(of: assembler.bytesInProgress) else { return }
+        pending.completed(part.pts, at: now)
+        let input = picture.map { DecoderInput($0, data: part.bytes, pts: part.pts) }
+            ?? DecoderInput(codec: .h264, data: part.bytes, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
         decoder.decode(input, part: picture != nil ? .first : .next) { publish($0) }
     }
 }

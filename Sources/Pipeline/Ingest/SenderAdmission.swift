@@ -74,6 +74,30 @@ struct SenderDeadlines: Sendable, Equatable {
     }
 }
 
+/// The second-sender policy, one decision for TCP connections and datagram sources alike: with "refuse" a new
+/// sender is turned away while the current one delivers video, and takes over from one that has delivered none
+/// for `deadlines.hold`; with "takeover" it always takes over.
+struct AdmissionPolicy: Sendable, Equatable {
+    enum Decision: Equatable {
+        /// No current sender.
+        case admit
+        case refuse
+        /// The new sender replaces the current one; `staleFor`: how long the current one had delivered no video,
+        /// when that is why (nil: second_sender = takeover).
+        case takeOver(staleFor: UInt64?)
+    }
+
+    var secondSender: SecondSenderPolicy
+    var deadlines: SenderDeadlines
+
+    /// `currentQuietFor`: nanoseconds the current sender has delivered no video; nil when there is none.
+    func decide(currentQuietFor quiet: UInt64?) -> Decision {
+        guard let quiet else { return .admit }
+        if secondSender == .takeover { return .takeOver(staleFor: nil) }
+        return quiet > deadlines.hold ? .takeOver(staleFor: quiet) : .refuse
+    }
+}
+
 /// Admits one sender at a time per TCP stream, by the stream's `second_sender` policy: with "refuse" a new
 /// connection is closed while the current sender delivers video, and takes over from one that has delivered none
 /// for `deadlines.hold`.
@@ -88,14 +112,13 @@ final class SenderRegistry: Sendable {
         var nextID: ConnectionID = 1
     }
     private let state = NIOLockedValueBox(State())
-    let policy: SecondSenderPolicy
+    let policy: AdmissionPolicy
     let activity: SenderActivity
-    let deadlines: SenderDeadlines
+    var deadlines: SenderDeadlines { policy.deadlines }
 
-    init(policy: SecondSenderPolicy, activity: SenderActivity, deadlines: SenderDeadlines) {
+    init(policy: AdmissionPolicy, activity: SenderActivity) {
         self.policy = policy
         self.activity = activity
-        self.deadlines = deadlines
     }
 
     enum Admission {
@@ -109,13 +132,14 @@ final class SenderRegistry: Sendable {
     /// until it is active: a second connection can arrive before the first one's channel becomes active).
     func admit(_ channel: Channel, now: UInt64) -> Admission {
         let admission: Admission = state.withLockedValue { state in
+            let quiet = state.active.map {
+                SenderDeadlines.quiet(admittedAt: $0.admittedAt, lastProgress: activity.lastProgress(of: $0.id), now: now)
+            }
             var staleFor: UInt64?
-            if let active = state.active {
-                let quiet = SenderDeadlines.quiet(admittedAt: active.admittedAt, lastProgress: activity.lastProgress(of: active.id), now: now)
-                if policy == .refuse {
-                    guard quiet > deadlines.hold else { return .refused(current: active.channel, id: active.id) }
-                    staleFor = quiet
-                }
+            switch policy.decide(currentQuietFor: quiet) {
+            case .refuse: return .refused(current: state.active!.channel, id: state.active!.id)
+            case .takeOver(let stale): staleFor = stale
+            case .admit: break
             }
             let replaced = state.active?.channel
             let id = state.nextID

@@ -5,7 +5,7 @@ import SharedFrames
 /// It counts the bytes waiting in it: the listener stops reading from its socket above a high-water mark
 /// (`SenderHandler`), and TCP flow control then holds the sender back, so a decoder slower than the network never
 /// makes memory grow without bound.
-final class WorkQueue<Item>: @unchecked Sendable {
+final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     /// Taken items are set to nil at once: a byte array left here would stay referenced and could not be reused.
     private var items: [(item: Item?, bytes: Int)] = []

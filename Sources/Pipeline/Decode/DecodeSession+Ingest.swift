@@ -1,40 +1,45 @@
 import Bitstream
-import Foundation
 import SharedFrames
 
 /// Bytes and RTP packets to NAL units and access units, on the decode thread.
-extension StreamWorker {
+extension DecodeSession {
     // MARK: - Annex B (tcp://, udp://)
 
     func receive(_ bytes: [UInt8], at time: UInt64) {
-        arrivals.append((splitter.statistics.bytesIn, time, nil))
-        if arrivals.count > 4096 { arrivals.removeFirst(2048) }
+        arrivals.record(offset: annexB.bytesIn, time: time)
         bytesThisConnection += Int64(bytes.count)
-        writer.count(\.bytesReceived, UInt64(bytes.count))
-        metrics.bytesReceived.increment(by: Int64(bytes.count))
-        let before = splitter.statistics
-        splitter.append(bytes) { nalUnitScratch.append($0) }
-        let after = splitter.statistics
-        metrics.discardedBytes.increment(by: after.discardedBytes - before.discardedBytes)
-        if after.oversizedNALUnits > before.oversizedNALUnits {
-            metrics.defect("oversized_nal_unit", count: after.oversizedNALUnits - before.oversizedNALUnits)
-            log.log(.warning, key: "oversized-nal", now: time,
-                    "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
-        }
-        if after.discardedBytes > before.discardedBytes && after.oversizedNALUnits == before.oversizedNALUnits {
-            log.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(after.discardedBytes) so far)")
-        }
-        if after.emptyNALUnits > before.emptyNALUnits {
-            metrics.defect("empty_nal_unit", count: after.emptyNALUnits - before.emptyNALUnits)
-            log.log(.warning, key: "empty-nal", now: time, "start codes with no NAL unit between them skipped (\(after.emptyNALUnits) so far)")
-        }
+        telemetry.received(bytes: bytes.count)
+        annexB.append(bytes) { collect($0, at: time) }
         processCollectedUnits()
         // The next access unit's first bytes are in: close the one in progress now, not once that NAL unit is whole.
         // This, the end of the input and an end-of-sequence NAL unit are the only ends Annex B has: the daemon never
         // closes an access unit on a guess (a pause in the bytes), because a wrong guess damages the frame and
         // every frame that refers to it (docs/latency.md). Senders that want their last frame at once send the
         // next access unit's delimiter right after it, as `streamrecvctl send` does.
-        if let prefix = splitter.unitInProgress, assembler.startsAccessUnit(prefix) { endAccessUnit() }
+        if let prefix = annexB.unitInProgress, assembler.startsAccessUnit(prefix) { endAccessUnit() }
+    }
+
+    /// An Annex B ingest event: NAL units are collected (they are handed to the assembler with the first bytes of
+    /// the unit after them), defects counted and logged.
+    func collect(_ event: AnnexBIngest.Event, at time: UInt64 = MonotonicClock.nanoseconds()) {
+        switch event {
+        case .nalUnit(let unit):
+            nalUnitScratch.append(unit)
+        case .discarded(let bytes, let total, let inOversizedUnit):
+            telemetry.metrics.discardedBytes.increment(by: bytes)
+            if !inOversizedUnit {
+                telemetry.log(.warning, key: "garbage", now: time, "bytes outside any NAL unit discarded (\(total) so far)")
+            }
+        case .defect(let defect, let count, let total):
+            telemetry.defect(defect, count: count)
+            switch defect {
+            case .oversizedNALUnit:
+                telemetry.log(.warning, key: "oversized-nal", now: time,
+                              "NAL unit over \(configuration.maxAccessUnitBytes) bytes discarded to the next start code")
+            default:
+                telemetry.log(.warning, key: "empty-nal", now: time, "start codes with no NAL unit between them skipped (\(total) so far)")
+            }
+        }
     }
 
     // MARK: - RTP (rtp://)
@@ -43,13 +48,12 @@ extension StreamWorker {
     /// the access unit at once.
     func receivePacket(_ datagram: [UInt8], at time: UInt64) {
         bytesThisConnection += Int64(datagram.count)
-        writer.count(\.bytesReceived, UInt64(datagram.count))
-        metrics.bytesReceived.increment(by: Int64(datagram.count))
+        telemetry.received(bytes: datagram.count)
         let packet: RTPPacket
         do {
             packet = try RTPPacket(parsing: datagram[...])
         } catch {
-            log.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
+            telemetry.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
             return
         }
         rtp?.push(packet) { rtpEventScratch.append($0) }
@@ -61,32 +65,32 @@ extension StreamWorker {
             switch rtpEventScratch[index] {
             case .packet(let offset, let mediaTimestamp):
                 // Recorded in sequence order, at the depacketizer's offset: an access unit's first byte names its packet.
-                arrivals.append((offset, time, mediaTimestamp))
-                if arrivals.count > 4096 { arrivals.removeFirst(2048) }
+                arrivals.record(offset: offset, time: time, mediaTimestamp: mediaTimestamp)
             case .nalUnit(let unit):
                 push(unit)
             case .endOfAccessUnit:
                 endAccessUnit()
             case .lost(let count, let offset):
-                metrics.rtpPacketsLost.increment(by: Int64(count))
+                telemetry.metrics.rtpPacketsLost.increment(by: Int64(count))
                 noteLoss(at: offset)
-                log.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(rtp?.lostPackets ?? 0) so far)")
+                telemetry.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(rtp?.lostPackets ?? 0) so far)")
             case .dropped(let reason, let offset):
-                metrics.rtpPayloadsDropped.increment()
+                telemetry.metrics.rtpPayloadsDropped.increment()
                 // A duplicate or another payload type's packet takes nothing from the video; other drops leave a hole.
                 if reason != .duplicate && reason != .wrongPayloadType { noteLoss(at: offset) }
-                log.log(.warning, key: "rtp-\(reason.rawValue)", now: time, "RTP payload dropped: \(reason.rawValue)")
+                telemetry.log(.warning, key: "rtp-\(reason.rawValue)", now: time, "RTP payload dropped: \(reason.rawValue)")
             case .discarded(let reason):
-                metrics.rtpDiscarded(reason)
-                log.log(.warning, key: "rtp-discard-\(reason.rawValue)", now: time, "RTP packet discarded: \(reason.rawValue) (RFC 3550 source validation)")
+                telemetry.metrics.rtpDiscarded(reason)
+                telemetry.log(.warning, key: "rtp-discard-\(reason.rawValue)", now: time,
+                              "RTP packet discarded: \(reason.rawValue) (RFC 3550 source validation)")
             case .sourceChanged(let ssrc, let restarted):
                 // What came before belongs to another stream: decode it to the end, then start afresh.
-                metrics.rtpSourceChanges.increment()
+                telemetry.metrics.rtpSourceChanges.increment()
                 finishInput()
                 startAfresh()
-                log.log(.warning, key: "rtp-source", now: time, restarted
-                        ? "RTP sequence numbers restarted (SSRC \(ssrc)): the sender restarted; resynchronised"
-                        : "new RTP source (SSRC \(ssrc)) replaces the previous one: resynchronised")
+                telemetry.log(.warning, key: "rtp-source", now: time, restarted
+                              ? "RTP sequence numbers restarted (SSRC \(ssrc)): the sender restarted; resynchronised"
+                              : "new RTP source (SSRC \(ssrc)) replaces the previous one: resynchronised")
             }
         }
         rtpEventScratch.removeAll(keepingCapacity: true)
@@ -96,30 +100,22 @@ extension StreamWorker {
 
     /// RTCP PLI or FIR to the sender, at most once per `keyframe_request_interval`.
     private func requestKeyframe(mediaSSRC: UInt32, now: UInt64) {
-        guard configuration.keyframeRequest != .none, let send = feedbackSender.withLockedValue({ $0 }) else { return }
-        if let last = lastKeyframeRequest, now >= last, now - last < UInt64(configuration.keyframeRequestInterval * 1e9) { return }
-        lastKeyframeRequest = now
-        let kind: RTCPFeedback.Kind
-        if configuration.keyframeRequest == .fir {
-            firSequenceNumber &+= 1
-            kind = .fullIntraRequest(sequenceNumber: firSequenceNumber)
-        } else {
-            kind = .pictureLossIndication
-        }
-        send(RTCPFeedback.keyframeRequest(kind, senderSSRC: rtcpSSRC, mediaSSRC: mediaSSRC))
-        metrics.keyframeRequests.increment()
-        log.log(.info, key: "keyframe-request", now: now,
-                "asked the sender for a keyframe (RTCP \(configuration.keyframeRequest.rawValue.uppercased()))")
+        guard let send = worker.feedbackSender.withLockedValue({ $0 }),
+              let request = keyframes.request(mediaSSRC: mediaSSRC, now: now) else { return }
+        send(request)
+        telemetry.metrics.keyframeRequests.increment()
+        telemetry.log(.info, key: "keyframe-request", now: now,
+                      "asked the sender for a keyframe (RTCP \(configuration.keyframeRequest.rawValue.uppercased()))")
     }
 
     // MARK: - NAL units to access units
 
-    /// The NAL units the splitter put in `nalUnitScratch`, to the assembler; the scratch array is emptied (its
-    /// views of the splitter's carry buffer must be gone before the next append). Each goes with the first bytes
-    /// of the one after it, where they are in: they tell whether a slice was its picture's last.
+    /// The NAL units collected in `nalUnitScratch`, to the assembler; the scratch array is emptied (its views of
+    /// the splitter's carry buffer must be gone before the next append). Each goes with the first bytes of the one
+    /// after it, where they are in: they tell whether a slice was its picture's last.
     func processCollectedUnits() {
         for index in nalUnitScratch.indices {
-            let next = index + 1 < nalUnitScratch.count ? nalUnitScratch[index + 1].bytes : splitter.unitInProgress
+            let next = index + 1 < nalUnitScratch.count ? nalUnitScratch[index + 1].bytes : annexB.unitInProgress
             push(nalUnitScratch[index], next: next)
         }
         nalUnitScratch.removeAll(keepingCapacity: true)
@@ -156,9 +152,8 @@ extension StreamWorker {
         eventScratch.removeAll(keepingCapacity: true)
     }
 
-    /// The chunk or packet that carried byte `offset` of the stream.
+    /// The arrival of byte `offset` of the stream: its chunk's or packet's time, and RTP timestamp.
     func arrival(ofOffset offset: Int64) -> (time: UInt64, mediaTimestamp: Int64?) {
-        for arrival in arrivals.reversed() where arrival.offset <= offset { return (arrival.time, arrival.mediaTimestamp) }
-        return (arrivals.first?.time ?? MonotonicClock.nanoseconds(), arrivals.first?.mediaTimestamp)
+        arrivals.arrival(ofOffset: offset) ?? (MonotonicClock.nanoseconds(), nil)
     }
 }

@@ -1,0 +1,153 @@
+import Bitstream
+import Decoding
+import FrameFormats
+import SharedFrames
+
+/// Access units to the decoder, frames to the publisher, and what the decoder says about itself, on the decode
+/// thread.
+extension DecodeSession {
+    func handle(_ event: AssemblerEvent) {
+        let now = MonotonicClock.nanoseconds()
+        switch event {
+        case .codecDetected(let codec):
+            telemetry.codecDetected(codec)
+            telemetry.log(.info, key: "codec-\(codec.rawValue)", now: now, "codec detected: \(codec.rawValue)")
+        case .parameterSet(let set):
+            describe(set, now: now)
+            if let format = set.format { publisher.prepare(for: format, maxWidth: configuration.maxWidth, maxHeight: configuration.maxHeight) }
+        case .problem(let problem):
+            // An oversized access unit is dropped whole: the decoder will see its picture's next part no more.
+            if problem.kind == .oversizedAccessUnit { parts.abandon() }
+            telemetry.defect(.accessUnit(problem.kind))
+            telemetry.log(.warning, key: "problem-\(problem.kind.rawValue)", now: now, "stream defect: \(problem)")
+        case .accessUnit(let unit):
+            decode(unit)
+        }
+    }
+
+    /// A stream that changes its parameter sets at every frame must not write two lines per frame: one line per
+    /// kind per 10 s, saying how many more there were.
+    private func describe(_ set: ParameterSetEvent, now: UInt64) {
+        guard set.kind != .pps else { return }
+        var text = "\(set.kind.rawValue.uppercased()) \(set.changes == nil ? "received" : "changed") (\(set.codec.rawValue), id \(set.id)"
+        if let format = set.format {
+            text += ", \(format.width)x\(format.height), chroma \(format.chromaFormat), \(format.bitDepthLuma)-bit"
+            text += ", \(format.frameRate?.description ?? "?") fps, reorder \(format.reorderDepth.map(String.init) ?? "?")"
+        }
+        if let changes = set.changes { text += ", changed: \(changes.isEmpty ? "content" : changes.description)" }
+        telemetry.log(.info, key: "parameter-set-\(set.kind.rawValue)", now: now, text + ")")
+    }
+
+    // MARK: - Decoding
+
+    func decode(_ unit: AccessUnit) {
+        if finishDecodingInParts(unit) { return }
+        let now = MonotonicClock.nanoseconds()
+        telemetry.count(.accessUnit)
+        if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
+            telemetry.dropped(.tooLarge)
+            telemetry.log(.warning, key: "too-large", now: now,
+                          "frame of \(format.width)x\(format.height) refused: larger than max_width × max_height (\(configuration.maxWidth)x\(configuration.maxHeight))")
+            return
+        }
+        if let change = unit.displayOrientation { orientation = change }
+        // No picture (the delimiter a sender writes after its last frame, parameter sets before a disconnect):
+        // nothing to decode, and libavcodec's H.264 decoder calls such a packet an error ("no frame!"). An end of
+        // sequence still goes: it changes how the next random-access picture is decoded.
+        guard unit.hasPicture || unit.nalUnitTypes.contains(where: { Self.endsSequence($0, unit.codec) }) else { return }
+        let damaged = loss.isDamaged(unit)
+        if !loss.damaged { keyframes.healed() }
+        let carrier = arrival(ofOffset: unit.streamOffset)
+        let pts = pending.add(PendingFrame(
+            timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,
+            format: unit.format, afterLoss: damaged, mediaTimestamp: carrier.mediaTimestamp))
+        decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
+    }
+
+    private static func endsSequence(_ type: UInt8, _ codec: VideoCodec) -> Bool {
+        switch codec {
+        case .h264: H264NALUnitType(rawValue: type).role == .endsAccessUnit
+        case .h265: H265NALUnitType(rawValue: type).role == .endsAccessUnit
+        }
+    }
+
+    // MARK: - Publishing
+
+    /// A frame out of the decoder: flagged by the loss policy and by what the decoder found, then published.
+    func publish(_ frame: DecodedFrame) {
+        let decodedAt = MonotonicClock.nanoseconds()
+        telemetry.count(.frameDecoded)
+        let meta = pending.take(frame.pts)
+        if meta?.afterLoss == true && configuration.lossPolicy == .keyframe {
+            telemetry.dropped(.withheld)
+            telemetry.log(.warning, key: "withheld", now: decodedAt, "frame after lost data withheld until the next keyframe (loss_policy = keyframe)")
+            return
+        }
+        var flags: FrameFlags = []
+        if meta?.afterLoss == true { flags.insert(.corrupt) }
+        if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
+        // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
+        let damagedInParts = meta?.errorsBeforeParts.map { decoder.loggedErrors > $0 } ?? false
+        if frame.isCorrupt || damagedInParts {
+            flags.insert(.corrupt)
+            // libavcodec found an error: FFmpeg's concealment, on whole access units, until the next keyframe.
+            parts.suspend()
+            // Decoded in parts, the damage was not concealed as FFmpeg conceals it, so every picture that refers to
+            // this one differs from FFmpeg's too: flagged, as after a loss, until a keyframe heals the stream.
+            if meta?.errorsBeforeParts != nil { noteLoss(at: annexB.bytesIn) }
+        }
+        let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
+        switch publisher.publish(frame, metadata: metadata) {
+        case .success(let layout):
+            telemetry.published(width: layout.width, height: layout.height, corrupt: flags.contains(.corrupt), completedAt: meta?.timeComplete)
+        case .failure(let refusal):
+            telemetry.dropped(refusal.dropReason)
+            switch refusal {
+            case .pixelFormat(let name):
+                telemetry.log(.error, key: "pixel-format", now: decodedAt, "frame in pixel format \(name) cannot be published; dropped")
+            case .slotCapacity(let format, let needed, let limit):
+                telemetry.log(.error, key: "slot-capacity", now: decodedAt,
+                              "\(frame.width)x\(frame.height) \(format) frames need \(needed) bytes each: 2 slots exceed ring_size_limit (\(limit) bytes); dropped")
+            case .ringUnavailable:
+                break  // The ring's own events say why (RingEventReporter).
+            case .writeFailed(let why):
+                telemetry.log(.error, key: "write", now: decodedAt, "frame could not be written: \(why); dropped")
+            }
+        }
+    }
+
+    // MARK: - Decoder events
+
+    func note(_ event: StreamDecoderEvent) {
+        let now = MonotonicClock.nanoseconds()
+        switch event {
+        case .pathSelected(let summary):
+            telemetry.log(.notice, key: "decoder-path", now: now, summary)
+        case .created(let recreation, let hardware, let lowDelay, let threading, let nanoseconds):
+            telemetry.metrics.decoderCreation.recordNanoseconds(Int64(nanoseconds))
+            if recreation {
+                telemetry.count(.decoderRecreation)
+                publisher.markDiscontinuity()
+            }
+            telemetry.decodingPath(hardware)
+            telemetry.log(.info, key: "decoder-created", now: now,
+                          "\(recreation ? "decoder recreated for new parameter sets" : "decoder created") (path \(hardware ?? "software"), low_delay \(lowDelay), threads \(threading), creation_ms \(String(format: "%.2f", Double(nanoseconds) / 1e6)))")
+            if connection != nil { telemetry.setState(.streaming) }
+        case .creationFailed(let error, let attempt):
+            telemetry.log(.error, key: "decoder-creation", now: now,
+                          "decoder creation failed (attempt \(attempt) of \(StreamDecoder.maximumCreationAttempts)): \(error)")
+        case .decodeFailed(let error, let consecutive):
+            parts.suspend()
+            telemetry.count(.decodeError)
+            telemetry.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")
+        case .reset(let failures):
+            telemetry.setState(.degraded)
+            publisher.markDiscontinuity()
+            telemetry.log(.error, key: "decoder-reset", now: now, "\(failures) consecutive decode failures: decoder reset, waiting for the next keyframe")
+        case .fellBackToSoftware(let reason):
+            telemetry.log(.warning, key: "fallback", now: now, "hardware decoding failed on the first keyframe (\(reason)): falling back to software")
+        case .waitingForKeyframe:
+            telemetry.log(.info, key: "waiting-keyframe", now: now, "waiting for a keyframe before decoding")
+        }
+    }
+}

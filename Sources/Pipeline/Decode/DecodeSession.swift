@@ -1,0 +1,175 @@
+import Bitstream
+import Decoding
+import Foundation
+import Glibc
+import SharedFrames
+
+/// One stream's decoding, on its decode thread: the stages along the data flow, and the work items that drive
+/// them. Created by the thread and never handed out (not Sendable).
+///
+///     Work ─► ingest (AnnexBIngest | RTPIngest) ─► AccessUnitAssembler ─► early close (PictureInParts)
+///          ─► StreamDecoder ─► loss policy (LossTracker, PendingFrames) ─► FramePublisher ─► ring
+///     every stage reports through StreamTelemetry (ring counters, metrics, status, log)
+///
+/// Ingest is in DecodeSession+Ingest.swift, decoding and publishing in DecodeSession+Decoding.swift, slices
+/// decoded as they arrive in DecodeSession+Parts.swift.
+final class DecodeSession {
+    let worker: StreamWorker
+    let configuration: StreamConfiguration
+    let telemetry: StreamTelemetry
+    let publisher: FramePublisher
+    var annexB: AnnexBIngest
+    /// For `rtp://` streams: NAL units come from RTP packets instead of Annex B bytes.
+    var rtp: RTPIngest?
+    var assembler: AccessUnitAssembler
+    var decoder: StreamDecoder!
+    var parts = PictureInParts()
+    /// Which pictures lost data damaged: frames decoded from them follow `loss_policy`.
+    var loss = LossTracker()
+    var keyframes: KeyframeRequester
+    var arrivals = ArrivalLog()
+    var pending = PendingFrames()
+    var orientation: DisplayOrientation?
+    var connection: ConnectionID?
+    var bytesThisConnection: Int64 = 0
+    private var lastProgressReport: UInt64 = 0
+    /// When the ring's name is checked next.
+    private var nextRingCheck: UInt64 = 0
+    /// Reused for every chunk, NAL unit and access unit: nothing here allocates per frame in steady state.
+    var nalUnitScratch: [NALUnit] = []
+    var eventScratch: [AssemblerEvent] = []
+    var rtpEventScratch: [RTPIngest.Event] = []
+    /// Fault injection, for testing the watchdog: `STREAMRECVD_FAULT_STALL_DECODE_SECONDS=N` makes the decode
+    /// thread stall N seconds when the first sender connects, as a wedged decoder would.
+    private var injectedStall = getenv("STREAMRECVD_FAULT_STALL_DECODE_SECONDS").flatMap { Double(String(cString: $0)) }
+
+    init(worker: StreamWorker) {
+        self.worker = worker
+        configuration = worker.configuration
+        telemetry = StreamTelemetry(ring: worker.writer, metrics: worker.metrics, snapshot: worker.snapshot, logger: worker.logger)
+        publisher = FramePublisher(writer: worker.writer, output: configuration.decoder.output)
+        annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
+        assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        keyframes = KeyframeRequester(kind: configuration.keyframeRequest, intervalSeconds: configuration.keyframeRequestInterval)
+        decoder = StreamDecoder(configuration: configuration.decoder) { [unowned self] event in note(event) }
+    }
+
+    func run() {
+        loop: while true {
+            worker.snapshot.withLockedValue { $0.busySince = nil }
+            // The ring is checked once a second even while no frame flows: someone may remove or shrink it.
+            let now = MonotonicClock.nanoseconds()
+            if now >= nextRingCheck {
+                publisher.checkRing(now: now)
+                nextRingCheck = now + 1_000_000_000
+            }
+            let next = worker.queue.pop(deadline: nextRingCheck)
+            worker.snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
+            guard let (work, remaining) = next else { continue }
+            worker.drained(to: remaining)
+            switch work {
+            case .listening:
+                telemetry.setState(.waiting)
+            case .connected(let id, let remote):
+                begin(id, remote: remote)
+            case .bytes(let bytes, let time, let id):
+                if id == connection { receive(bytes, at: time) }
+                worker.bytePool.recycle(bytes)
+            case .rtp(let bytes, let time, let id):
+                if id == connection { receivePacket(bytes, at: time) }
+                worker.bytePool.recycle(bytes)
+            case .datagramsLost(let id):
+                if id == connection { noteLoss(at: annexB.bytesIn) }
+            case .lossWindow(let id, let open):
+                guard id == connection else { continue }
+                if open {
+                    loss.openLossWindow(at: annexB.bytesIn)
+                    publisher.markDiscontinuity()
+                } else {
+                    loss.closeLossWindow(at: annexB.bytesIn)
+                }
+            case .disconnected(let id, let reason):
+                guard id == connection else { continue }
+                end(reason: reason)
+                telemetry.setState(.waiting)
+            case .stop:
+                if connection != nil { end(reason: .daemonStopping) }
+                telemetry.setState(.stopped)
+                break loop
+            }
+        }
+    }
+
+    // MARK: - Connections
+
+    private func begin(_ id: ConnectionID, remote: String) {
+        if let stall = injectedStall {
+            injectedStall = nil
+            telemetry.logger.warning("fault injection: decode thread stalls for \(stall) s")
+            usleep(UInt32(stall * 1_000_000))
+        }
+        if connection != nil { end(reason: .takenOver) }
+        connection = id
+        bytesThisConnection = 0
+        lastProgressReport = 0
+        startAfresh()
+        if configuration.listen.transport == .rtp, let codec = configuration.codec {
+            rtp = RTPIngest(codec: codec, payloadType: configuration.rtpPayloadType,
+                            maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
+        }
+        publisher.writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
+        telemetry.count(.connection)
+        telemetry.setState(.streaming)
+        telemetry.log(.info, key: "connected", "sender connected (remote \(remote))")
+    }
+
+    /// A new byte stream (a new connection, or a new RTP source): fresh framing and (with codec = auto) fresh
+    /// detection, no loss carried over. The decoder stays: identical parameter sets from the new sender cost no
+    /// recreation.
+    func startAfresh() {
+        arrivals.removeAll()
+        annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
+        assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        loss.startAfresh()
+        parts.reset()
+        publisher.markDiscontinuity()
+    }
+
+    private func end(reason: DisconnectReason) {
+        if rtp != nil {
+            rtp!.flush { rtpEventScratch.append($0) }
+            handleCollectedRTPEvents(at: MonotonicClock.nanoseconds(), packetSSRC: nil)
+        }
+        finishInput()
+        telemetry.senderEnded()
+        telemetry.log(.info, key: "disconnected-\(reason.kind)",
+                      "sender disconnected: \(reason) (\(bytesThisConnection) bytes, \(assembler.statistics.accessUnits) access units)")
+        connection = nil
+    }
+
+    /// Everything received so far is decoded and published: the splitter's last unit, the access unit in progress
+    /// and the frames the decoder still holds.
+    func finishInput() {
+        annexB.flush { collect($0) }
+        processCollectedUnits()
+        endAccessUnit()
+        decoder.drain { publish($0) }
+        pending.removeAll()
+    }
+
+    // MARK: - Loss and progress
+
+    /// Data was lost at stream offset `offset`: every frame is damaged (flagged corrupt, or withheld with
+    /// loss_policy = keyframe) until a keyframe that begins after it.
+    func noteLoss(at offset: Int64) {
+        loss.noteLoss(at: offset)
+        publisher.markDiscontinuity()
+    }
+
+    /// The sender delivered valid video: told to the listener at most every 50 ms.
+    func reportProgress(now: UInt64) {
+        guard let connection, now &- lastProgressReport >= 50_000_000 else { return }
+        lastProgressReport = now
+        worker.activity.progressed(connection, at: now)
+    }
+}

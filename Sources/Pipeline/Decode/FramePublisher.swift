@@ -1,0 +1,133 @@
+import Bitstream
+import Decoding
+import FrameFormats
+import SharedFrames
+
+/// Decoded frames into the ring. Owns the ring writer: the slot geometry, the frame's metadata, the seqlock
+/// publication, and the gap a lost frame leaves (the next one published carries the discontinuity flag). Owned
+/// by the decode session, on the decode thread.
+final class FramePublisher {
+    /// Why a frame was not published.
+    enum Refusal: Error, Equatable {
+        /// A pixel format the ring cannot carry.
+        case pixelFormat(String)
+        /// Two slots of this format exceed ring_size_limit.
+        case slotCapacity(PixelFormat, needed: Int, limit: Int)
+        /// The shared-memory object is gone and could not be re-created.
+        case ringUnavailable
+        /// Its pixels could not be written (a failed GPU download).
+        case writeFailed(String)
+
+        var dropReason: StreamMetrics.DropReason {
+            switch self {
+            case .pixelFormat: .pixelFormat
+            case .slotCapacity: .slotCapacity
+            case .ringUnavailable: .ringUnavailable
+            case .writeFailed: .writeFailed
+            }
+        }
+    }
+
+    let writer: FrameRingWriter
+    let output: DecoderConfiguration.OutputMode
+    /// The next frame published follows a gap: a frame not published, a new sender, a decoder reset.
+    private(set) var discontinuity = true
+    /// The layout of the last frame published (it owns an array: rebuilt only when the format changes).
+    private var lastLayout: FrameLayout?
+
+    init(writer: FrameRingWriter, output: DecoderConfiguration.OutputMode) {
+        self.writer = writer
+        self.output = output
+    }
+
+    func markDiscontinuity() { discontinuity = true }
+
+    /// The ring's name is checked once a second: someone may remove or shrink it.
+    func checkRing(now: UInt64) { writer.checkName(now: now) }
+
+    /// A new SPS says how large the frames will be: the ring is sized for them while the rest of the access unit
+    /// is still arriving, rather than when its frame is published. Formats over the limits are left alone.
+    func prepare(for format: SequenceFormat, maxWidth: Int, maxHeight: Int) {
+        guard format.codedWidth <= maxWidth + 64, format.codedHeight <= maxHeight + 64 else { return }
+        let planar: PixelFormat
+        switch (format.chromaFormat, format.bitDepthLuma > 8) {
+        case (.monochrome, false): planar = .gray8
+        case (.monochrome, true): planar = .gray10
+        case (.yuv420, false): planar = output == .auto ? .nv12 : .yuv420p
+        case (.yuv420, true): planar = output == .auto ? .p010 : .yuv420p10
+        case (.yuv422, false): planar = .yuv422p
+        case (.yuv422, true): planar = .yuv422p10
+        case (.yuv444, false): planar = .yuv444p
+        case (.yuv444, true): planar = .yuv444p10
+        }
+        writer.prepare(for: FrameLayout(format: planar, width: format.codedWidth, height: format.codedHeight))
+    }
+
+    /// Writes `frame` into the next slot with `metadata` (its flags gain the discontinuity flag after a gap).
+    /// Never a frame with pixels that are not its own: on any refusal nothing is published and the next frame
+    /// marks the gap.
+    func publish(_ frame: DecodedFrame, metadata: FrameMetadata) -> Result<FrameLayout, Refusal> {
+        guard let format = frame.outputFormat(output) else {
+            discontinuity = true
+            return .failure(.pixelFormat(frame.decoderPixelFormatName))
+        }
+        var metadata = metadata
+        if discontinuity { metadata.flags.insert(.discontinuity) }
+        if lastLayout.map({ $0.format != format || $0.width != frame.width || $0.height != frame.height }) ?? true {
+            lastLayout = FrameLayout(format: format, width: frame.width, height: frame.height)
+        }
+        let layout = lastLayout!
+        var failure: DecoderError?
+        let outcome = writer.publishChecked(layout: layout, metadata: metadata) { destination, layout in
+            do throws(DecoderError) {
+                try frame.write(into: destination, layout: layout)
+                return true
+            } catch {
+                failure = error
+                return false
+            }
+        }
+        switch outcome {
+        case .published:
+            discontinuity = false
+            return .success(layout)
+        case .refused(let needed, let limit):
+            discontinuity = true
+            return .failure(.slotCapacity(format, needed: needed, limit: limit))
+        case .unavailable:
+            discontinuity = true
+            return .failure(.ringUnavailable)
+        case .unfilled:
+            discontinuity = true
+            return .failure(.writeFailed(failure.map { "\($0)" } ?? "unknown"))
+        }
+    }
+
+    /// The metadata a frame carries: timing, orientation, colour, and the visible rectangle (libavcodec applied
+    /// the cropping except an unaligned left/top part: that remainder is the offset).
+    static func metadata(of frame: DecodedFrame, pending: PendingFrame?, flags: FrameFlags, decodedAt: UInt64) -> FrameMetadata {
+        var metadata = FrameMetadata()
+        var flags = flags
+        if let orientation = pending?.orientation {
+            if orientation.horizontalFlip { flags.insert(.horizontalFlip) }
+            if orientation.verticalFlip { flags.insert(.verticalFlip) }
+            metadata.rotation = Int32(orientation.anticlockwiseRotation)
+        }
+        metadata.flags = flags
+        metadata.pts = pending?.mediaTimestamp ?? frame.pts
+        metadata.timeFirstByte = pending?.timeFirstByte ?? 0
+        metadata.timeAccessUnitComplete = pending?.timeComplete ?? 0
+        metadata.timeDecoded = decodedAt
+        let sar = frame.sampleAspectRatio
+        metadata.sampleAspectRatio = (sar.0, sar.1)
+        metadata.colorRange = frame.colorRange
+        metadata.colorPrimaries = frame.colorPrimaries
+        metadata.colorTransfer = frame.colorTransfer
+        metadata.colorMatrix = frame.colorMatrix
+        if let format = pending?.format, format.width <= frame.width, format.height <= frame.height {
+            metadata.visible = (UInt32(frame.width - format.width), UInt32(frame.height - format.height),
+                                UInt32(format.width), UInt32(format.height))
+        }
+        return metadata
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+import Logging
+import NIOConcurrencyHelpers
+import SharedFrames
+
+/// What a stream is doing, for STATUS lines and the watchdog; written by the decode thread.
+struct StreamSnapshot: Sendable {
+    var state = StreamState.starting
+    var codec: String?
+    var size: String?
+    var path = "software"
+    var framesPublished: UInt64 = 0
+    /// When the decode thread took the work item it is still processing; nil while it waits for work.
+    var busySince: UInt64?
+}
+
+/// A stream's decode thread and what other threads may touch of it: the work queue the listeners feed, the
+/// backpressure handshake, the snapshot STATUS and the watchdog read. Everything that decodes lives in a
+/// `DecodeSession`, which the thread creates and never lets go of: it is not Sendable, so the compiler keeps it
+/// (and the decoder, the assembler, the publisher) on that thread.
+final class StreamWorker: Sendable {
+    enum Work: Sendable {
+        case listening
+        case connected(ConnectionID, remote: String)
+        /// Annex B bytes (a TCP read, or a raw UDP datagram).
+        case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// One RTP packet.
+        case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// udp://: datagrams of this sender were lost before reaching the queue, just here.
+        case datagramsLost(ConnectionID)
+        /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
+        case lossWindow(ConnectionID, open: Bool)
+        case disconnected(ConnectionID, reason: DisconnectReason)
+        case stop
+    }
+
+    let configuration: StreamConfiguration
+    let queue = WorkQueue<Work>()
+    /// Arrays for received bytes, recycled between the event loop and the decode thread.
+    let bytePool = ByteArrayPool()
+    /// Bytes queued for the decode thread above which the listener stops reading from the socket.
+    let backlogHighWater: Int
+    /// Called (on the decode thread) once a paused listener may read again.
+    private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+    /// Read by other threads (status, watchdog); written by the decode thread.
+    let snapshot = NIOLockedValueBox(StreamSnapshot())
+    /// Sends an RTCP datagram to the current RTP sender (set by the listener when `keyframe_request` is on).
+    let feedbackSender = NIOLockedValueBox<(@Sendable ([UInt8]) -> Void)?>(nil)
+    let metrics: StreamMetrics
+    let ringEvents: RingEventReporter
+    /// Where the listener learns that the sender is delivering video.
+    let activity: SenderActivity
+    let logger: Logger
+    let writer: FrameRingWriter
+    private let finished = ConditionLock(value: false)
+
+    init(configuration: StreamConfiguration, writer: FrameRingWriter, ringEvents: RingEventReporter,
+         activity: SenderActivity, logger: Logger, metrics: StreamMetrics) {
+        self.configuration = configuration
+        self.metrics = metrics
+        self.writer = writer
+        self.ringEvents = ringEvents
+        self.activity = activity
+        self.logger = logger
+        backlogHighWater = max(8 << 20, 2 * configuration.maxAccessUnitBytes)
+    }
+
+    /// Starts the decode thread (never Swift's cooperative pool, never the network event loop). The thread holds
+    /// this worker until it ends.
+    func start() {
+        let thread = Thread { [self] in
+            nameThread()
+            DecodeSession(worker: self).run()
+            finished.lock()
+            finished.unlock(withValue: true)
+        }
+        thread.name = "decode-\(configuration.name)"
+        thread.qualityOfService = .userInteractive
+        thread.start()
+    }
+
+    /// Named for top -H and perf (15 characters at most); pthread_setname_np is not visible from Swift here.
+    private func nameThread() {
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+        guard descriptor >= 0 else { return }
+        _ = String("decode-\(configuration.name)".prefix(15)).withCString { write(descriptor, $0, strlen($0)) }
+        close(descriptor)
+    }
+
+    func enqueue(_ work: Work) { queue.push(work) }
+
+    /// Where RTCP keyframe requests go; called from the decode thread, must not block.
+    func setFeedbackSender(_ send: @escaping @Sendable ([UInt8]) -> Void) {
+        feedbackSender.withLockedValue { $0 = send }
+    }
+
+    /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
+    /// reading and call `whenDrained` to learn when to resume.
+    func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
+        let work: Work = configuration.listen.transport == .rtp
+            ? .rtp(bytes, receivedAt: time, connection: connection)
+            : .bytes(bytes, receivedAt: time, connection: connection)
+        return queue.push(work, bytes: bytes.count) < backlogHighWater
+    }
+
+    /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.
+    var acceptsMoreBytes: Bool { queue.waitingBytes < backlogHighWater }
+
+    /// `resume` runs once the backlog has drained to half the high-water mark: on the decode thread when it gets
+    /// there, or at once if it already has (the thread may have drained the queue before this was registered).
+    func whenDrained(_ resume: @escaping @Sendable () -> Void) {
+        resumeReading.withLockedValue { $0 = resume }
+        if queue.waitingBytes < backlogHighWater / 2 { takeResume()?() }
+    }
+
+    /// Decode thread: `remaining` bytes are still queued; a paused listener resumes below half the high-water mark.
+    func drained(to remaining: Int) {
+        if remaining < backlogHighWater / 2 { takeResume()?() }
+    }
+
+    /// The pending resume callback, at most once.
+    private func takeResume() -> (@Sendable () -> Void)? {
+        resumeReading.withLockedValue { value in
+            defer { value = nil }
+            return value
+        }
+    }
+
+    /// Stops after everything queued before it, draining the decoder; returns once the thread has finished.
+    func stopAndWait() {
+        queue.push(.stop)
+        finished.lock(whenValue: true)
+        finished.unlock()
+    }
+
+    /// False when the decode thread has been inside one work item for longer than `limit`: it is wedged
+    /// (a thread waiting for work is healthy however long it waits).
+    func isHealthy(stallLimitNanoseconds limit: UInt64) -> Bool {
+        guard let since = snapshot.withLockedValue({ $0.busySince }) else { return true }
+        let now = MonotonicClock.nanoseconds()
+        return now < since || now - since < limit
+    }
+}
