@@ -10,7 +10,7 @@ export PATH := $(PATH):/opt/swift/usr/bin
 # tcpclientsink) is a real sender in the tests; passwd (useradd) and util-linux (setpriv, prlimit) make the
 # throwaway users and descriptor limits of the local-user and resource tests.
 APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libsystemd-dev systemd pkg-config \
-	ffmpeg gcc g++ bc python3 passwd util-linux \
+	ffmpeg gcc g++ bc python3 python3-numpy python3-venv passwd util-linux \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
 	gstreamer1.0-plugins-ugly
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -93,7 +93,8 @@ install: $(if $(NO_BUILD),,build)
 	install -m 0644 man/streamrecvctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/streamrecvd.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 man/streamrecvd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	install -m 0644 python/streamrecv.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
+	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv
+	install -m 0644 python/streamrecv/*.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv/
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 
 clean:

@@ -7,12 +7,16 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import streamrecv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 HEADER_INCLUDE = os.path.join(ROOT, "Sources", "CFrameRing", "include")
 
 
@@ -199,6 +203,139 @@ class UntrustedRingTest(unittest.TestCase):
             old.file.close()
             frames = list(reader.frames(timeout=0.2, start=2))
             self.assertEqual([(frame.sequence, frame.plane(0)[0]) for frame in frames], [(2, 40)])
+
+
+class WaitingTest(unittest.TestCase):
+    """Consumers often start before the daemon has made the ring (socket activation)."""
+
+    def test_a_ring_that_appears_later_is_waited_for(self):
+        holder = {}
+
+        def create():
+            time.sleep(0.3)
+            holder["ring"] = HandMadeRing(suffix="-late")
+            holder["ring"].publish(1, 10)
+
+        creator = threading.Thread(target=create)
+        told = []
+        creator.start()
+        try:
+            with streamrecv.FrameRing.wait_for(shm_name="streamrecv-pytest-%d-late" % os.getpid(), timeout=10,
+                                               waiting=lambda: told.append(1)) as reader:
+                self.assertEqual(reader.read(1).plane(0)[0], 10)
+            self.assertEqual(told, [1], "told once that it waits")
+        finally:
+            creator.join()
+            holder["ring"].close()
+
+    def test_a_ring_that_never_appears_times_out_and_a_non_ring_fails_at_once(self):
+        started = time.monotonic()
+        with self.assertRaises(TimeoutError):
+            streamrecv.FrameRing.wait_for(shm_name="streamrecv-pytest-%d-never" % os.getpid(), timeout=0.2)
+        self.assertGreaterEqual(time.monotonic() - started, 0.2)
+        path = "/dev/shm/streamrecv-pytest-%d-junk" % os.getpid()
+        with open(path, "wb") as handle:
+            handle.write(b"junk" * 2048)
+        try:
+            started = time.monotonic()
+            with self.assertRaises(streamrecv.RingError) as caught:
+                streamrecv.FrameRing.wait_for(shm_name=os.path.basename(path), timeout=30)
+            self.assertNotIsInstance(caught.exception, streamrecv.RingMissing)
+            self.assertLess(time.monotonic() - started, 5, "not waited for: waiting cannot make it a ring")
+        finally:
+            os.unlink(path)
+
+    def test_the_command_line_waits_and_exits_2_on_timeout(self):
+        result = subprocess.run([sys.executable, "-m", "streamrecv", "pytest-absent-%d" % os.getpid(), "--timeout", "0.3"],
+                                capture_output=True, text=True, cwd=HERE)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("waiting for /dev/shm/streamrecv-pytest-absent", result.stderr)
+        self.assertIn("did not appear within 0.3 s", result.stderr)
+
+
+class FakeFrame:
+    """A decoded picture as `Frame` presents it, from planes FFmpeg wrote (no ring needed)."""
+
+    def __init__(self, pixel_format, planes, color_range=1, color_matrix=2):
+        self.pixel_format, self.bits_per_sample = pixel_format, 8
+        self.color_range, self.color_matrix = color_range, color_matrix
+        self._planes = planes
+        self.visible = (0, 0, planes[0].shape[1], planes[0].shape[0])
+
+    def numpy_planes(self):
+        return self._planes
+
+
+@unittest.skipUnless(shutil.which("ffmpeg"), "ffmpeg is needed for the reference conversion")
+class ColorTest(unittest.TestCase):
+    """`to_rgb`/`to_bgr` against libswscale's conversion of the same decoded pictures (`ffmpeg -pix_fmt bgr24`)."""
+
+    WIDTH, HEIGHT = 320, 240
+
+    def compare(self, frame_format, reference_args, color_range, color_matrix):
+        """Two pictures in yuv420p (what libavcodec's H.264 decoder gives FFmpeg's CLI), converted to BGR by
+        libswscale as `ffmpeg -i STREAM -pix_fmt bgr24` does, against `to_bgr` of the same samples laid out as
+        `frame_format` (nv12: the same chroma, interleaved, as the daemon publishes it)."""
+        import numpy
+        width, height = self.WIDTH, self.HEIGHT
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=%dx%d:rate=25" % (width, height),
+                              "-frames:v", "2", "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"],
+                             check=True, capture_output=True).stdout
+        converted = subprocess.run(["ffmpeg", "-v", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s",
+                                    "%dx%d" % (width, height), "-i", "-", *reference_args, "-pix_fmt", "bgr24",
+                                    "-f", "rawvideo", "-"], input=raw, check=True, capture_output=True).stdout
+        reference = numpy.frombuffer(converted, dtype=numpy.uint8).reshape(2, height, width, 3)
+        pictures = numpy.frombuffer(raw, dtype=numpy.uint8).reshape(2, -1)
+        worst = 0
+        for index in range(2):
+            luma = pictures[index][:width * height].reshape(height, width)
+            quarter = width * height // 4
+            u = pictures[index][width * height:width * height + quarter].reshape(height // 2, width // 2)
+            v = pictures[index][width * height + quarter:].reshape(height // 2, width // 2)
+            planes = [luma, numpy.stack([u, v], axis=-1)] if frame_format == "nv12" else [luma, u, v]
+            frame = FakeFrame(frame_format, planes, color_range, color_matrix)
+            bgr = streamrecv.to_bgr(frame)
+            self.assertEqual(bgr.shape, (height, width, 3))
+            self.assertTrue((streamrecv.to_rgb(frame) == bgr[:, :, ::-1]).all())
+            difference = numpy.abs(bgr.astype(int) - reference[index].astype(int))
+            worst = max(worst, int(difference.max()))
+            # Rounding differs (libswscale works in fixed point): a step or two, on average well under one.
+            self.assertLess(float(difference.mean()), 1.0, "%s: mean difference %.2f" % (frame_format, difference.mean()))
+        self.assertLessEqual(worst, 3, "%s %s: largest difference %d" % (frame_format, reference_args, worst))
+        print("%s %s: largest difference from libswscale %d" % (frame_format, " ".join(reference_args) or "bt601", worst),
+              file=sys.stderr)
+
+    def test_bt601_limited_nv12_and_yuv420p(self):
+        self.compare("nv12", [], color_range=1, color_matrix=2)
+        self.compare("yuv420p", [], color_range=1, color_matrix=6)
+
+    def test_bt709_limited(self):
+        self.compare("yuv420p", ["-vf", "scale=in_color_matrix=bt709"], color_range=1, color_matrix=1)
+
+
+class PackageTest(unittest.TestCase):
+    """`pip install` into a fresh virtual environment: the package, `python -m streamrecv`, the script."""
+
+    def test_pip_install_into_a_fresh_venv(self):
+        with tempfile.TemporaryDirectory() as directory:
+            # Built from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
+            source = os.path.join(directory, "source")
+            shutil.copytree(HERE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+            environment = os.path.join(directory, "venv")
+            subprocess.run([sys.executable, "-m", "venv", environment], check=True)
+            python = os.path.join(environment, "bin", "python")
+            install = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", source],
+                                     capture_output=True, text=True, cwd=directory)
+            self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
+            imported = subprocess.run([python, "-c", "import streamrecv, streamrecv.color; print(streamrecv.__file__)"],
+                                      check=True, capture_output=True, text=True, cwd=directory).stdout
+            self.assertTrue(imported.startswith(environment), "imported from the venv: " + imported)
+            usage = subprocess.run([python, "-m", "streamrecv", "--help"], capture_output=True, text=True, cwd=directory)
+            self.assertEqual(usage.returncode, 0, usage.stderr)
+            self.assertIn("--frames", usage.stdout)
+            script = subprocess.run([os.path.join(environment, "bin", "streamrecv-cat"), "absent", "--timeout", "0"],
+                                    capture_output=True, text=True, cwd=directory)
+            self.assertEqual(script.returncode, 2, script.stderr)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ struct CatCommand: ParsableCommand {
         commandName: "cat",
         abstract: "Write a stream's frames as y4m (planar) or raw video.",
         discussion: """
-            Starts with the next frame published. A y4m stream cannot change size or pixel format: at such a change \
+            Starts with the next frame published; waits for the ring when the daemon has not made it yet. A y4m stream cannot change size or pixel format: at such a change \
             writing to standard output ends with exit status 3, while --output PATTERN (e.g. seg%d.y4m) starts a new \
             file per format segment. Frames skipped because this reader fell behind are reported on standard error.
-            Exit status: 0 after --frames frames, 1 when the object is not a ring, 2 on --timeout, 3 at a format \
+            Exit status: 0 after --frames frames, 1 when the object is not a ring, 2 on --timeout (no ring, or no \
+            frame, for that long), 3 at a format \
             change on standard output, 4 when the format cannot be written as y4m, 5 when the daemon stopped, \
             6 when a slot holds no valid frame (a damaged or forged ring).
             """)
@@ -28,7 +29,7 @@ struct CatCommand: ParsableCommand {
     @Option(help: "y4m (planar, for ffmpeg/ffplay -f yuv4mpegpipe), or raw / yuv: the published layout (e.g. nv12) with no header, as ffplay -f rawvideo -pix_fmt FORMAT -video_size WxH plays it.")
     var format: Format = .y4m
 
-    @Option(help: "Give up when no frame arrives for this many seconds.")
+    @Option(help: "Give up when the ring does not appear, or no frame arrives, for this many seconds (default: wait for ever).")
     var timeout: Double?
 
     @Option(help: "Write to files instead of standard output; %d is replaced by the format segment (0, 1, …).")
@@ -36,7 +37,7 @@ struct CatCommand: ParsableCommand {
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)  // a closed pipe ends the output with EPIPE, handled below
-        let reader = try stream.attach()
+        let reader = try stream.attach(waitingUpTo: timeout)
         var writer = SegmentWriter(pattern: output)
         var previous = reader.latestSequence
         var pixels: [UInt8] = []

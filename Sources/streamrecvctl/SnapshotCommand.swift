@@ -65,7 +65,8 @@ struct WaitCommand: ParsableCommand {
         discussion: """
             Waits for the stream's shared-memory ring to exist (the daemon may still be starting) and to hold a \
             frame; with --new, for a frame published after the command started. Prints nothing unless --verbose. \
-            Exit status: 0 a frame is there, 2 --timeout passed, 5 the daemon stopped (--new only).
+            Exit status: 0 a frame is there, 1 the object is not a ring, 2 --timeout passed, 5 the daemon stopped \
+            (--new only).
             """)
 
     @OptionGroup var stream: StreamLocation
@@ -82,15 +83,15 @@ struct WaitCommand: ParsableCommand {
     func run() throws {
         let start = MonotonicClock.nanoseconds()
         let deadline = timeout.map { start + UInt64($0 * 1e9) } ?? UInt64.max
-        var reader: FrameRingReader?
-        while reader == nil {
-            reader = try? FrameRingReader(shmName: stream.shmName!)
-            if reader == nil {
-                guard MonotonicClock.nanoseconds() < deadline else { throw ExitCode(2) }
-                usleep(50_000)
-            }
+        let ring: FrameRingReader
+        do {
+            guard let found = try FrameRingReader.waitingForRing(shmName: stream.shmName!, timeoutNanoseconds: timeout.map { Int64($0 * 1e9) })
+            else { throw ExitCode(2) }
+            ring = found
+        } catch let error as AttachError {
+            if verbose { printError("streamrecvctl: \(StatusCommand.printable("\(error)"))") }
+            throw ExitCode(1)
         }
-        let ring = reader!
         let after = new ? ring.latestSequence : 0
         if !new && ring.latestSequence > 0 { return report(ring.latestSequence) }
         var pixels: [UInt8] = []

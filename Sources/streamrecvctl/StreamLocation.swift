@@ -25,4 +25,26 @@ struct StreamLocation: ParsableArguments {
             throw ExitCode(1)
         }
     }
+
+    /// The stream's ring, waiting for it while it does not exist yet (consumers often start before the daemon
+    /// has made it: socket activation starts the daemon at the first connection), saying so once on standard
+    /// error. Up to `timeout` seconds (nil: for ever); exit status 2 when it did not appear, 1 when the object is
+    /// not a ring.
+    func attach(waitingUpTo timeout: Double?) throws -> FrameRingReader {
+        let name = shmName!
+        let found: FrameRingReader?
+        do {
+            found = try FrameRingReader.waitingForRing(shmName: name, timeoutNanoseconds: timeout.map { Int64($0 * 1e9) }) {
+                printError("streamrecvctl: waiting for /dev/shm/\(StatusCommand.printable(name)) (the daemon has not made the ring yet)")
+            }
+        } catch {
+            printError("streamrecvctl: \(StatusCommand.printable("\(error)"))")
+            throw ExitCode(1)
+        }
+        guard let found else {
+            printError("streamrecvctl: /dev/shm/\(StatusCommand.printable(name)) did not appear within \(timeout ?? 0) s")
+            throw ExitCode(2)
+        }
+        return found
+    }
 }

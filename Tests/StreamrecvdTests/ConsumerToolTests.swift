@@ -151,10 +151,81 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
     }
 
     @Test func thePythonReaderReadsBitExact() throws {
-        let script = TestEnvironment.repositoryRoot.appendingPathComponent("python/streamrecv.py").path
+        let script = pythonReader
         try expectReaderBitExact(label: "python") { daemon, output in
             try startReader("/usr/bin/python3", [script, daemon.name, "--frames", "30"], output: output.path, marker: "attached")
         }
+    }
+
+    /// Consumers often start before the daemon (socket activation starts it at the first connection): `cat`, the
+    /// Python reader, the C example and `FrameStream` all started before the daemon wait for its ring, then read
+    /// every frame bit-exact. A ring that never comes is a timeout (exit status 2), not a usage error.
+    @Test func everyConsumerWaitsForARingThatIsNotThereYet() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try generated("h264", size: "320x240", frames: 10, parameters: "bframes=2")
+        let reference = try referenceMD5s(stream, facts: StreamFacts(stream), directory: directory)
+        let daemon = try DaemonProcess(label: "late", settings: [
+            "max_width": "320", "max_height": "240", "slots": "40", "output": "\"native\"",
+        ], start: false)
+        let root = TestEnvironment.repositoryRoot
+        let binary = directory.appendingPathComponent("consumer").path
+        try runChecked("cc", ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
+                              "-I", root.appendingPathComponent("Sources/CFrameRing/include").path,
+                              root.appendingPathComponent("docs/examples/consumer.c").path, "-o", binary])
+        // (label, executable, arguments, what it says once attached)
+        let readers: [(String, String, [String], String)] = [
+            ("cat", tool("streamrecvctl"), ["cat", daemon.name, "--frames", "10", "--format", "raw", "--timeout", "60"], "reading"),
+            ("python", "/usr/bin/python3", [pythonReader, daemon.name, "--frames", "10", "--timeout", "60"], "attached"),
+            ("c", binary, [daemon.name, "10"], "attached"),
+        ]
+        var processes: [(String, Process, URL)] = []
+        for (label, executable, arguments, _) in readers {
+            let output = directory.appendingPathComponent("\(label).yuv")
+            processes.append((label, try startReader(executable, arguments, output: output.path, marker: "waiting for"), output))
+        }
+        let name = daemon.name
+        let swiftAttached = ManagedFlag()
+        let swift = Task {
+            let stream = try await FrameStream.waitingForRing(stream: name, timeout: .seconds(60), ringTimeout: .seconds(60))
+            var frames = stream.makeAsyncIterator()
+            swiftAttached.set()
+            var pixels: [[UInt8]] = []
+            while pixels.count < 10, let frame = try await frames.next() {
+                pixels.append(PlanarConversion.planar(frame.pixels, layout: frame.info.layout))
+            }
+            return pixels
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        try daemon.start()
+        // Each reader starts with the next frame published: the frames are sent once all of them are attached.
+        let deadline = ContinuousClock.now + .seconds(30)
+        for ((label, _, output), marker) in zip(processes, readers.map(\.3)) {
+            while !((try? String(contentsOfFile: output.path + ".stderr", encoding: .utf8))?.contains(marker) ?? false) {
+                guard ContinuousClock.now < deadline else { throw HarnessError(description: "\(label) did not attach") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        while !swiftAttached.isSet {
+            guard ContinuousClock.now < deadline else { throw HarnessError(description: "FrameStream did not attach") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 2000)
+        for (label, process, output) in processes {
+            process.waitUntilExit()
+            let errors = (try? String(contentsOfFile: output.path + ".stderr", encoding: .utf8)) ?? ""
+            #expect(process.terminationStatus == 0, "\(label): \(errors)")
+            let ours = try ffmpegMD5s(output.path, format: "rawvideo", extra: ["-pix_fmt", "yuv420p", "-video_size", "320x240"])
+            #expect(firstDifference(ours, reference) == nil, "\(label): \(firstDifference(ours, reference) ?? "")")
+        }
+        let swiftFrames = try await swift.value
+        let file = directory.appendingPathComponent("s.h264")
+        try Data(stream).write(to: file)
+        #expect(swiftFrames == (try referenceFrames(file.path, frameBytes: 320 * 240 * 3 / 2)), "FrameStream")
+
+        let absent = try runProcess(tool("streamrecvctl"), ["cat", "absent-\(getpid())", "--timeout", "0.3"])
+        #expect(absent.status == 2 && absent.standardError.contains("did not appear within 0.3 s"), "\(absent.standardError)")
+        let python = try runProcess("/usr/bin/python3", [pythonReader, "absent-\(getpid())", "--timeout", "0.3"])
+        #expect(python.status == 2, "\(python.standardError)")
     }
 }
 

@@ -171,5 +171,5 @@ func consumerExample() throws -> String {
     return binary
 }
 
-/// The Python reader's path.
-let pythonReader = TestEnvironment.repositoryRoot.appendingPathComponent("python/streamrecv.py").path
+/// The Python reader's package folder: `python3 FOLDER NAME …` runs its command line (`python -m streamrecv`).
+let pythonReader = TestEnvironment.repositoryRoot.appendingPathComponent("python/streamrecv").path

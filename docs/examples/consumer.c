@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "streamrecv_shm.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -46,7 +47,11 @@ static int attach(const char *name, struct ring *ring, int quiet) {
     snprintf(path, sizeof path, "/dev/shm/streamrecv-%s", name);
     /* O_NONBLOCK: a FIFO planted under the name must not hang open(2). */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) { if (!quiet) perror(path); return -1; }
+    if (fd < 0) {
+        if (errno == ENOENT) return -2; /* not there yet: the caller may wait for the daemon to make it */
+        if (!quiet) perror(path);
+        return -1;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < STREAMRECV_SHM_HEADER_SIZE) {
         if (!quiet) fprintf(stderr, "%s: not a streamrecv ring (not a plain object, or too small)\n", path);
@@ -141,7 +146,13 @@ int main(int argc, char **argv) {
     action.sa_handler = on_bus_error;
     sigaction(SIGBUS, &action, NULL);
     struct ring ring;
-    if (attach(argv[1], &ring, 0) != 0) return 1;
+    /* The daemon may not have made the ring yet (socket activation starts it at the first connection): wait. */
+    int attached;
+    for (int told = 0; (attached = attach(argv[1], &ring, 0)) == -2; told = 1) {
+        if (!told) fprintf(stderr, "consumer: waiting for /dev/shm/streamrecv-%s (the daemon has not made it yet)\n", argv[1]);
+        usleep(50000);
+    }
+    if (attached != 0) return 1;
     uint8_t *pixels = NULL;
     uint64_t capacity = 0;
     struct streamrecv_shm_slot frame;

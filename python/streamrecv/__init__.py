@@ -19,10 +19,13 @@ truncated under the reader cannot kill it with SIGBUS (only the futex word is ma
 fails harmlessly). When the daemon moves the stream to a new object (a larger format, damage, a restart with
 other settings), the reader opens the name again and goes on.
 
-Command line: python3 streamrecv.py NAME [--frames N] > frames.yuv writes tightly packed planes, as the C example.
+Command line: `python -m streamrecv NAME [--frames N] > frames.yuv` writes tightly packed planes, as the C example;
+it waits for a ring that is not there yet (`FrameRing.wait_for`). `streamrecv.to_rgb` / `to_bgr` convert a frame
+for OpenCV and numpy users (numpy needed; OpenCV used when installed).
 """
 
 import ctypes
+import errno
 import mmap
 import os
 import platform
@@ -70,8 +73,15 @@ FLAG_KEYFRAME, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_VFLIP = 1, 2, 
 STATE_STOPPED, STATE_REPLACED = 4, 5
 
 
+__version__ = "0.1.0"
+
+
 class RingError(Exception):
     """The object is missing, not a ring, of another ABI version, or inconsistent (damaged or forged)."""
+
+
+class RingMissing(RingError):
+    """No object of that name (yet): the daemon has not made the ring, or has removed it."""
 
 
 class _Shrunk(Exception):
@@ -167,6 +177,9 @@ class Frame:
         self.plane_width, self.plane_height = slot["plane_width"], slot["plane_height"]
         self.rotation = slot["rotation"] / 65536 * 360
         self.visible = (slot["visible_x"], slot["visible_y"], slot["visible_width"], slot["visible_height"])
+        # ISO/IEC 23091-2 code points as the slot carries them: range 1 limited, 2 full; matrix 1 BT.709,
+        # 5 and 6 BT.601, 9 BT.2020, 2 unspecified.
+        self.color_range, self.color_matrix = slot["color_range"], slot["color_matrix"]
         self.times_ns = (slot["time_first_byte_ns"], slot["time_au_complete_ns"], slot["time_decoded_ns"],
                          slot["time_published_ns"])
         self.data = data
@@ -221,13 +234,35 @@ class FrameRing:
         self._futex = _Futex()
         self._attach()
 
+    @classmethod
+    def wait_for(cls, name=None, shm_name=None, timeout=None, waiting=None):
+        """Attaches once the ring exists. Consumers often start before the daemon has made it: socket activation
+        starts the daemon at the first connection, and a restart with other settings makes a new object. Looks
+        every 50 ms and calls `waiting()` (if given) once, when the first look finds nothing. Raises RingError at
+        once for an object that is not a ring, TimeoutError when `timeout` seconds pass without one (None: wait
+        for ever)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                return cls(name=name, shm_name=shm_name)
+            except RingMissing:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("%s did not appear within %g s" % (
+                        "/dev/shm/" + (shm_name or "streamrecv-" + name), timeout)) from None
+                if not told and waiting is not None:
+                    waiting()
+                told = True
+                time.sleep(0.05)
+
     def _attach(self):
         """Opens the object behind the name and checks it; raises RingError (nothing is kept) when it is no ring."""
         try:
             # O_NONBLOCK: a FIFO planted under the name must not hang open(2).
             descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as error:
-            raise RingError("%s: %s" % (self.path, error.strerror)) from None
+            kind = RingMissing if error.errno == errno.ENOENT else RingError
+            raise kind("%s: %s" % (self.path, error.strerror)) from None
         try:
             status = os.fstat(descriptor)
             if not stat.S_ISREG(status.st_mode) or status.st_size < HEADER_SIZE:
@@ -386,34 +421,6 @@ class FrameRing:
             self._futex.wait(self._wake_address, seen, min(remaining, 0.2))
 
 
-def main(arguments):
-    import argparse
-    parser = argparse.ArgumentParser(description="Write a stream's frames as packed planes to standard output.")
-    parser.add_argument("name")
-    parser.add_argument("--frames", type=int)
-    parser.add_argument("--timeout", type=float, default=10)
-    options = parser.parse_args(arguments)
-    try:
-        return _write_frames(options)
-    except RingError as error:
-        print("streamrecv.py: %s" % error, file=sys.stderr)
-        return 1
+from .color import to_bgr, to_rgb  # noqa: E402  (needs Frame above)
 
-
-def _write_frames(options):
-    with FrameRing(options.name) as ring:
-        print("streamrecv.py: attached to %s" % ring.shm_name, file=sys.stderr, flush=True)
-        written = 0
-        for frame in ring.frames(timeout=options.timeout):
-            sys.stdout.buffer.write(frame.packed())
-            written += 1
-            if options.frames is not None and written >= options.frames:
-                break
-        sys.stdout.flush()
-        if ring.lapped:
-            print("streamrecv.py: lapped: %d frame(s) skipped" % ring.lapped, file=sys.stderr)
-        return 0 if options.frames is None or written >= options.frames else 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+__all__ = ["FrameRing", "Frame", "RingError", "RingMissing", "to_rgb", "to_bgr", "PIXEL_FORMATS"]
