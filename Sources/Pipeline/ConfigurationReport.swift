@@ -63,8 +63,8 @@ public struct ConfigurationReport: Sendable {
     }
 
     static func size(_ bytes: Int) -> String {
-        bytes >= 1 << 30 ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30))
-            : bytes >= 1 << 20 ? String(format: "%.1f MiB", Double(bytes) / Double(1 << 20)) : "\(bytes >> 10) KiB"
+        bytes >= 1 << 30 ? String(Double(bytes) / Double(1 << 30), decimals: 1) + " GiB"
+            : bytes >= 1 << 20 ? String(Double(bytes) / Double(1 << 20), decimals: 1) + " MiB" : "\(bytes >> 10) KiB"
     }
 }
 

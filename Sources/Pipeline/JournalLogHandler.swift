@@ -82,4 +82,12 @@ public struct JournalLogHandler: LogHandler {
 extension String {
     init(format2 value: Int32) { self = value < 10 ? "0\(value)" : String(value) }
     init(format4 value: Int32) { self = String(value) }
+
+    /// `value` with `decimals` digits after the point, as printf's `%.Nf` (the daemon does without Foundation's
+    /// `String(format:)`, so that it does not link Foundation and its ICU data).
+    init(_ value: Double, decimals: Int) {
+        var buffer = [CChar](repeating: 0, count: 48)
+        let written = withVaList([value]) { vsnprintf(&buffer, buffer.count, "%.\(decimals)f", $0) }
+        self = written >= 0 && written < buffer.count ? buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : "\(value)"
+    }
 }

@@ -1,5 +1,4 @@
 import Decoding
-import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import SharedFrames

@@ -183,7 +183,7 @@ final class StreamPipeline: @unchecked Sendable {
         case .accepted(let id, let replaced, let staleFor):
             if let replaced {
                 metrics.takeover(staleFor == nil ? .policy : .stale)
-                let why = staleFor.map { "the current one delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s" }
+                let why = staleFor.map { "the current one delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s" }
                     ?? "second_sender = takeover"
                 logRefusal(key: "takeover", "new sender takes over (\(why)) (remote \(channel.remoteAddress?.description ?? "unknown"))")
                 replaced.close(promise: nil)

@@ -136,6 +136,15 @@ import Testing
     }
 }
 
+@Suite struct FormattingTests {
+    /// The daemon formats numbers without Foundation (it does not link it): as printf's %.Nf.
+    @Test func decimalsAsPrintfWritesThem() {
+        #expect(String(2.0, decimals: 1) == "2.0" && String(1.256, decimals: 2) == "1.26" && String(-0.04, decimals: 1) == "-0.0")
+        #expect(String(12345678.9, decimals: 0) == "12345679" && String(Double.infinity, decimals: 1) == "inf")
+        #expect(ConfigurationReport.size(3 << 29) == "1.5 GiB" && ConfigurationReport.size(5 << 20) == "5.0 MiB")
+    }
+}
+
 @Suite struct BindAddressTests {
     @Test(arguments: [
         ("127.0.0.1", "localhost", true),

@@ -131,7 +131,7 @@ extension DecodeSession {
             }
             telemetry.decodingPath(hardware)
             telemetry.log(.info, key: "decoder-created", now: now,
-                          "\(recreation ? "decoder recreated for new parameter sets" : "decoder created") (path \(hardware ?? "software"), low_delay \(lowDelay), threads \(threading), creation_ms \(String(format: "%.2f", Double(nanoseconds) / 1e6)))")
+                          "\(recreation ? "decoder recreated for new parameter sets" : "decoder created") (path \(hardware ?? "software"), low_delay \(lowDelay), threads \(threading), creation_ms \(String(Double(nanoseconds) / 1e6, decimals: 2)))")
             if connection != nil { telemetry.setState(.streaming) }
         case .creationFailed(let error, let attempt):
             telemetry.log(.error, key: "decoder-creation", now: now,

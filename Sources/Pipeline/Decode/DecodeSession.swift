@@ -1,6 +1,5 @@
 import Bitstream
 import Decoding
-import Foundation
 import Glibc
 import SharedFrames
 

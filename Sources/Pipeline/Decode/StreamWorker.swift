@@ -1,4 +1,3 @@
-import Foundation
 import Glibc
 import Logging
 import NIOConcurrencyHelpers
@@ -66,18 +65,22 @@ final class StreamWorker: Sendable {
         backlogHighWater = max(8 << 20, 2 * configuration.maxAccessUnitBytes)
     }
 
-    /// Starts the decode thread (never Swift's cooperative pool, never the network event loop). The thread holds
-    /// this worker until it ends.
+    /// Starts the decode thread (a thread of its own: never Swift's cooperative pool, never the network event
+    /// loop). The thread holds this worker until it ends.
     func start() {
-        let thread = Thread { [self] in
+        let start = ThreadStart { [self] in
             nameThread()
             DecodeSession(worker: self).run()
             finished.lock()
             finished.unlock(withValue: true)
         }
-        thread.name = "decode-\(configuration.name)"
-        thread.qualityOfService = .userInteractive
-        thread.start()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { context in
+            Unmanaged<ThreadStart>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, Unmanaged.passRetained(start).toOpaque())
+        precondition(created == 0, "cannot start the decode thread: \(String(cString: strerror(created)))")
+        pthread_detach(thread)
     }
 
     /// Named for top -H and perf (15 characters at most); pthread_setname_np is not visible from Swift here.
@@ -141,4 +144,10 @@ final class StreamWorker: Sendable {
         let now = MonotonicClock.nanoseconds()
         return now < since || now - since < limit
     }
+}
+
+/// What a new thread runs, handed to pthread_create as an opaque pointer.
+private final class ThreadStart {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
 }

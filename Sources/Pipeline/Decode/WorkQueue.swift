@@ -1,34 +1,53 @@
-import Foundation
+import Glibc
 import SharedFrames
 
 /// A blocking FIFO between the network event loop (producer) and a stream's decode thread (consumer).
 /// It counts the bytes waiting in it: the listener stops reading from its socket above a high-water mark
 /// (`SenderHandler`), and TCP flow control then holds the sender back, so a decoder slower than the network never
-/// makes memory grow without bound.
+/// makes memory grow without bound. A pthread mutex and a condition variable on CLOCK_MONOTONIC (a wall-clock
+/// step must not stretch or cut a timed wait); everything else is touched only with the mutex held.
 final class WorkQueue<Item: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Taken items are set to nil at once: a byte array left here would stay referenced and could not be reused.
     private var items: [(item: Item?, bytes: Int)] = []
     private var head = 0
     private var queuedBytes = 0
 
+    init() {
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    private func withLock<Result>(_ body: () -> Result) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
+
     /// Adds an item; returns the bytes now waiting.
     @discardableResult
     func push(_ item: Item, bytes: Int = 0) -> Int {
-        condition.lock()
-        items.append((item, bytes))
-        queuedBytes += bytes
-        let waiting = queuedBytes
-        condition.signal()
-        condition.unlock()
-        return waiting
+        withLock {
+            items.append((item, bytes))
+            queuedBytes += bytes
+            pthread_cond_signal(condition)
+            return queuedBytes
+        }
     }
 
-    var waitingBytes: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return queuedBytes
-    }
+    var waitingBytes: Int { withLock { queuedBytes } }
 
     /// Waits for the next item; returns it with the bytes still waiting after it.
     func pop() -> (item: Item, remainingBytes: Int) {
@@ -38,26 +57,25 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     /// Waits for the next item until `deadline` (CLOCK_MONOTONIC nanoseconds; nil waits for ever); nil when the
     /// deadline passed with the queue still empty.
     func pop(deadline: UInt64?) -> (item: Item, remainingBytes: Int)? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == items.count {
-            guard let deadline else {
-                condition.wait()
-                continue
+        withLock {
+            while head == items.count {
+                guard let deadline else {
+                    pthread_cond_wait(condition, mutex)
+                    continue
+                }
+                if MonotonicClock.nanoseconds() >= deadline { return nil }
+                var until = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                _ = pthread_cond_timedwait(condition, mutex, &until)
             }
-            let now = MonotonicClock.nanoseconds()
-            if now >= deadline { return nil }
-            // NSCondition only takes wall-clock dates: the remaining monotonic time, from now.
-            _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9))
+            let entry = items[head]
+            items[head].item = nil
+            head += 1
+            queuedBytes -= entry.bytes
+            if head > 1024 && head * 2 > items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return (entry.item!, queuedBytes)
         }
-        let entry = items[head]
-        items[head].item = nil
-        head += 1
-        queuedBytes -= entry.bytes
-        if head > 1024 && head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        return (entry.item!, queuedBytes)
     }
 }

@@ -184,7 +184,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
             case .takeOver(let staleFor):
                 metrics.takeover(staleFor == nil ? .policy : .stale)
                 log.log(.warning, key: "takeover", now: now, staleFor.map {
-                    "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(format: "%.1f", Double($0) / 1e9)) s"
+                    "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s"
                 } ?? "datagrams from \(source) take over from \(current.source) (second_sender = takeover)")
                 end(reason: .takenOver)
             case .admit:
