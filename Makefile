@@ -22,8 +22,12 @@ PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 CONFIGURATION ?= release
 BUILD_DIR = .build/$(CONFIGURATION)
+# Where the systemd units go (Debian's package puts them in /lib/systemd/system).
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+# Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
+SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib)
 
-.PHONY: deps test run bench clean install build soak fuzz
+.PHONY: deps test run bench clean install build soak fuzz deb bundle test-systemd
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -37,7 +41,9 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-## test: install dependencies, build, and run every test
+## test: install dependencies, build, and run every test, then build the Debian package and install it on a clean
+## Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
+test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap
 test: deps
 	swift build --build-tests
 	swift test --disable-xctest
@@ -46,6 +52,13 @@ test: deps
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
 		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
 	swift test --disable-xctest --sanitize=thread --scratch-path .build-tsan --filter "BitstreamTests|SharedFramesTests|PipelineTests"
+	$(MAKE) deb
+	scripts/test-deb-install.sh
+
+## test-systemd: the packaged units under a real systemd (PID 1) in a qemu VM; not part of `make test`
+test-systemd: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap qemu-system-x86 e2fsprogs
+test-systemd: deb
+	scripts/test-systemd-vm.sh
 
 ## fuzz: the libFuzzer targets for FUZZ_RUNS executions each (docs/reliability.md has the long run's figures)
 fuzz: deps
@@ -53,8 +66,8 @@ fuzz: deps
 
 ## run: build and run the daemon on the default configuration (stream "desk" on tcp://127.0.0.1:5000)
 run: deps
-	swift build -c release --product streamrecvd
-	swift build -c release --product streamrecvctl
+	$(SWIFT_BUILD) --product streamrecvd
+	$(SWIFT_BUILD) --product streamrecvctl
 	.build/release/streamrecvd --config $(CONFIG)
 
 ## bench: release benchmarks; rewrites docs/benchmarks.md and docs/latency.png
@@ -62,8 +75,8 @@ run: deps
 bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav
 bench: deps
 	swift build -c release --product BitstreamBenchmark
-	swift build -c release --product streamrecvd
-	swift build -c release --product streamrecvctl
+	$(SWIFT_BUILD) --product streamrecvd
+	$(SWIFT_BUILD) --product streamrecvctl
 	scripts/bench.sh
 
 ## soak: one hour of paced 1080p60 into a release daemon (SOAK_SECONDS to change); not part of CI
@@ -72,19 +85,24 @@ soak: build
 
 ## build: the daemon and the CLI (CONFIGURATION=release by default)
 build: deps
-	swift build -c $(CONFIGURATION) --product streamrecvd
-	swift build -c $(CONFIGURATION) --product streamrecvctl
+	$(SWIFT_BUILD) --product streamrecvd
+	$(SWIFT_BUILD) --product streamrecvctl
+
+## deb: dist/streamrecvd_VERSION_ARCH.deb, plus streamrecvd-dev and python3-streamrecv (debhelper, lintian)
+deb: APT_PACKAGES += debhelper dpkg-dev lintian
+deb: build
+	scripts/make-deb.sh
 
 ## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader
 install: $(if $(NO_BUILD),,build)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 		$(DESTDIR)$(SYSCONFDIR)/streamrecvd $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples
 	install -m 0755 $(BUILD_DIR)/streamrecvd $(BUILD_DIR)/streamrecvctl $(DESTDIR)$(PREFIX)/bin/
 	for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket; do \
 		sed -e 's|/usr/bin/streamrecvd|$(PREFIX)/bin/streamrecvd|g' -e 's|/etc/streamrecvd|$(SYSCONFDIR)/streamrecvd|g' \
-			systemd/$$unit > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$unit; \
+			systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
 	done
 	install -m 0644 systemd/streamrecvd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/streamrecvd.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml ] || \
@@ -98,4 +116,4 @@ install: $(if $(NO_BUILD),,build)
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 
 clean:
-	rm -rf .build .build-asan .build-tsan Fuzz/.build
+	rm -rf .build .build-asan .build-tsan Fuzz/.build dist

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The Debian package on a clean Debian 12 (part of `make test`): a debootstrap minbase root, with no Swift and no
+# FFmpeg, where apt resolves the package's dependencies from the registry. There the installed default
+# configuration passes --check-config, the installed daemon runs it as the service account, and a stream sent
+# from outside the root reaches the installed `streamrecvctl cat` bit-exact against FFmpeg's decode.
+# The daemon and the sender share a network namespace of their own; the root's /dev/shm is a private tmpfs.
+# Skipped, loudly, where debootstrap cannot reach the registry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+architecture=$(dpkg --print-architecture)
+deb=$(ls dist/streamrecvd_*_"$architecture".deb | head -1)
+# The registry this machine's apt uses (its bookworm main), so that nothing names a host here.
+mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' "Identifier: Packages" | awk '$2 == "bookworm" { print $1; exit }')
+work=$(mktemp -d /var/tmp/streamrecvd-install.XXXXXX)
+root=$work/root
+cleanup() {
+    for mount in "$root/dev/shm" "$root/proc"; do umount "$mount" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+say() { echo "deb install test: $*" >&2; }
+
+# A minbase root is kept (as a tarball, in .build) for the next run on this machine; CI's fresh clone makes its own.
+base=.build/test-roots/bookworm-minbase.tar
+mkdir -p "$root" "$(dirname "$base")"
+if [ -s "$base" ]; then
+    tar -xf "$base" -C "$root"
+elif [ -n "$mirror" ] && debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+    tar -cf "$base.part" -C "$root" . && mv "$base.part" "$base"
+else
+    tail -5 "$work/debootstrap.log" >&2 2>/dev/null || true
+    echo "################################################################################" >&2
+    echo "SKIPPED: the clean-root install test: debootstrap could not reach the registry" >&2
+    echo "################################################################################" >&2
+    exit 0
+fi
+# Everything run in the root sees a /proc, as on any real system (a static Swift binary reads its arguments there).
+in_root() { unshare --mount bash -c "mount -t proc proc '$root/proc' && chroot '$root' \"\$@\"" in_root "$@"; }
+say "clean root: $(du -sh "$root" | cut -f1); Swift there: $(ls -d "$root"/opt/swift "$root"/usr/lib/swift 2>/dev/null | wc -l) folders"
+cp "$deb" "$root/tmp/"
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "./tmp/$(basename "$deb")" \
+    >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
+say "installed $(basename "$deb"): $(grep -c '^Setting up' "$work/apt.log") packages set up"
+if in_root ldd /usr/bin/streamrecvd /usr/bin/streamrecvctl | grep -Ei 'swift|foundation|not found'; then
+    say "FAILED: the installed binaries need libraries the root does not have"; exit 1
+fi
+in_root getent passwd streamrecv >/dev/null || { say "FAILED: no service account"; exit 1; }
+in_root streamrecvd --check-config /etc/streamrecvd/streamrecvd.toml
+
+ffmpeg -v error -f lavfi -i testsrc2=size=640x360:rate=30 -frames:v 60 -c:v libx264 -preset veryfast \
+    -x264-params aud=1:bframes=2 -f h264 "$work/clip.h264"
+ffmpeg -v error -i "$work/clip.h264" -f framemd5 - | grep -v '^#' | awk -F, '{ print $NF }' >"$work/reference.md5"
+streamrecvctl=$(pwd)/.build/release/streamrecvctl
+unshare --mount --net bash -euo pipefail -c "
+    ip link set lo up
+    mount -t proc proc '$root/proc'
+    mkdir -p '$root/dev/shm' && mount -t tmpfs -o mode=1777 tmpfs '$root/dev/shm'
+    chroot --userspec=streamrecv:streamrecv '$root' /usr/bin/streamrecvd --config /etc/streamrecvd/streamrecvd.toml \
+        >'$work/daemon.log' 2>&1 &
+    daemon=\$!
+    chroot '$root' /usr/bin/streamrecvctl cat desk --frames 60 --timeout 30 >'$work/out.y4m' 2>'$work/cat.log' &
+    cat=\$!
+    for _ in \$(seq 100); do grep -q 'listening' '$work/daemon.log' && grep -q reading '$work/cat.log' && break; sleep 0.1; done
+    '$streamrecvctl' send '$work/clip.h264' tcp://127.0.0.1:5000 --rate 60 >'$work/send.log' 2>&1
+    wait \$cat
+    kill -TERM \$daemon && wait \$daemon
+" || { say "FAILED"; tail -20 "$work/daemon.log" "$work/cat.log" "$work/send.log" >&2; exit 1; }
+ffmpeg -v error -i "$work/out.y4m" -f framemd5 - | grep -v '^#' | awk -F, '{ print $NF }' >"$work/ours.md5"
+if ! cmp -s "$work/reference.md5" "$work/ours.md5"; then
+    say "FAILED: $(wc -l <"$work/ours.md5") frames read, they differ from FFmpeg's decode"
+    diff "$work/reference.md5" "$work/ours.md5" | head >&2
+    exit 1
+fi
+say "passed: 60 frames through the installed daemon and streamrecvctl cat, bit-exact; daemon exited 0"
