@@ -25,7 +25,7 @@ BUILD_DIR = .build/$(CONFIGURATION)
 # Where the systemd units go (Debian's package puts them in /lib/systemd/system).
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
-SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib)
+SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
 .PHONY: deps test run bench clean install build soak fuzz deb bundle test-systemd
 

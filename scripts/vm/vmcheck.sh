@@ -4,6 +4,7 @@
 exec >/dev/ttyS0 2>&1
 say() { echo "VMCHECK $*"; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
+frames() { grep -a -o 'FRAME' "$1" | wc -l; }  # y4m frame headers (pixel rows follow them without a newline)
 clip=/var/lib/vmcheck/clip.h264
 config=/etc/streamrecvd/streamrecvd.toml
 wait_for() { # wait_for SECONDS COMMAND…: until COMMAND succeeds
@@ -28,15 +29,16 @@ systemctl start streamrecvd.service
 after=$(ms)
 say "notify: start returned after $((after - before)) ms, $(systemctl is-active streamrecvd.service); ring exists: $(test -e /dev/shm/streamrecv-desk && echo yes || echo no); $(systemctl show -p Type -p NotifyAccess -p StatusText streamrecvd.service | tr '\n' ' ')"
 send_and_cat /tmp/first.y4m
-say "stream: $(grep -a -c '^FRAME' /tmp/first.y4m) frames through the service"
+say "stream: $(frames /tmp/first.y4m) frames through the service"
 pid=$(systemctl show -p MainPID --value streamrecvd.service)
 
 # 2. systemctl reload with a changed stream: a second stream appears, the first keeps its process and ring.
 cp "$config" /tmp/config.orig
 printf '\n[[stream]]\nname = "lab"\nlisten = "tcp://127.0.0.1:5001"\nhwaccel = "none"\n' >>"$config"
 systemctl reload streamrecvd.service
-wait_for 10 test -e /dev/shm/streamrecv-lab
-say "reload: $(systemctl is-active streamrecvd.service), same PID: $([ "$pid" = "$(systemctl show -p MainPID --value streamrecvd.service)" ] && echo yes || echo no), ring lab: $(test -e /dev/shm/streamrecv-lab && echo yes || echo no), $(streamrecvctl status 2>/dev/null | grep -c streamrecv-) rings in status"
+wait_for 30 test -e /dev/shm/streamrecv-lab
+say "reload: $(systemctl is-active streamrecvd.service), same PID: $([ "$pid" = "$(systemctl show -p MainPID --value streamrecvd.service)" ] && echo yes || echo no), ring lab: $(test -e /dev/shm/streamrecv-lab && echo yes || echo no)"
+journalctl -b -u streamrecvd.service -o cat --no-pager | grep -i -E 'reload|lab|stream' | tail -8 | sed 's/^/VMCHECK reload-journal: /'
 echo 'this is = not toml [' >>"$config"
 if systemctl reload streamrecvd.service 2>/tmp/reload.err; then result="accepted"; else result="refused"; fi
 say "broken reload: $result, service $(systemctl is-active streamrecvd.service), same PID: $([ "$pid" = "$(systemctl show -p MainPID --value streamrecvd.service)" ] && echo yes || echo no)"
@@ -52,7 +54,7 @@ reader=$!
 sleep 0.5
 streamrecvctl send "$clip" tcp://127.0.0.1:5000 --rate 30 >/tmp/send.log 2>&1
 wait $reader
-say "socket activation: service $(systemctl is-active streamrecvd.service) (triggered by $(systemctl show -p TriggeredBy --value streamrecvd.service)), $(grep -a -c '^FRAME' /tmp/activated.y4m) frames, $(stat -c %s /tmp/activated.y4m) bytes, cat: $(tail -1 /tmp/cat.log)"
+say "socket activation: service $(systemctl is-active streamrecvd.service) (triggered by $(systemctl show -p TriggeredBy --value streamrecvd.service)), $(frames /tmp/activated.y4m) frames, $(stat -c %s /tmp/activated.y4m) bytes, cat: $(tail -1 /tmp/cat.log)"
 dd if=/tmp/activated.y4m of=/dev/vdb bs=1M conv=fsync status=none
 
 # 4. The watchdog: a decode thread that stalls (the fault-injection variable) stops the watchdog pings; systemd
