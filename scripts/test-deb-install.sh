@@ -7,37 +7,16 @@
 # Skipped, loudly, where debootstrap cannot reach the registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-architecture=$(dpkg --print-architecture)
-deb=$(ls dist/streamrecvd_*_"$architecture".deb | head -1)
-# The registry this machine's apt uses (its bookworm main), so that nothing names a host here.
-mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' "Identifier: Packages" | awk '$2 == "bookworm" { print $1; exit }')
 work=$(mktemp -d /var/tmp/streamrecvd-install.XXXXXX)
-root=$work/root
+say() { echo "deb install test: $*" >&2; }
+source scripts/debian-root.sh
 cleanup() {
     for mount in "$root/dev/shm" "$root/proc"; do umount "$mount" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
-say() { echo "deb install test: $*" >&2; }
-
-# A minbase root is kept (as a tarball, in .build) for the next run on this machine; CI's fresh clone makes its own.
-base=.build/test-roots/bookworm-minbase.tar
-mkdir -p "$root" "$(dirname "$base")"
-if [ -s "$base" ]; then
-    tar -xf "$base" -C "$root"
-elif [ -n "$mirror" ] && debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
-    tar -cf "$base.part" -C "$root" . && mv "$base.part" "$base"
-else
-    tail -5 "$work/debootstrap.log" >&2 2>/dev/null || true
-    echo "################################################################################" >&2
-    echo "SKIPPED: the clean-root install test: debootstrap could not reach the registry" >&2
-    echo "################################################################################" >&2
-    exit 0
-fi
-# Everything run in the root sees a /proc, as on any real system (a static Swift binary reads its arguments there).
-in_root() { unshare --mount bash -c "mount -t proc proc '$root/proc' && chroot '$root' \"\$@\"" in_root "$@"; }
+make_debian_root || exit 0
 say "clean root: $(du -sh "$root" | cut -f1); Swift there: $(ls -d "$root"/opt/swift "$root"/usr/lib/swift 2>/dev/null | wc -l) folders"
-cp "$deb" "$root/tmp/"
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "./tmp/$(basename "$deb")" \
     >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
 say "installed $(basename "$deb"): $(grep -c '^Setting up' "$work/apt.log") packages set up"

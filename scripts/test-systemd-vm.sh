@@ -8,26 +8,11 @@
 # back on the serial console, the socket-activated stream's frames on a second disk, checked against FFmpeg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-architecture=$(dpkg --print-architecture)
-deb=$(ls dist/streamrecvd_*_"$architecture".deb | head -1)
-mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' "Identifier: Packages" | awk '$2 == "bookworm" { print $1; exit }')
 work=$(mktemp -d /var/tmp/streamrecvd-vm.XXXXXX)
-root=$work/root
-trap 'umount "$root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
 say() { echo "systemd VM test: $*" >&2; }
-
-base=.build/test-roots/bookworm-minbase.tar
-mkdir -p "$root" "$(dirname "$base")"
-if [ -s "$base" ]; then
-    tar -xf "$base" -C "$root"
-elif [ -n "$mirror" ] && debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
-    tar -cf "$base.part" -C "$root" . && mv "$base.part" "$base"
-else
-    say "SKIPPED: debootstrap could not reach the registry"
-    exit 0
-fi
-in_root() { unshare --mount bash -c "mount -t proc proc '$root/proc' && chroot '$root' \"\$@\"" in_root "$@"; }
-cp "$deb" "$root/tmp/"
+source scripts/debian-root.sh
+trap 'umount "$root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
+make_debian_root || exit 0
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     systemd systemd-sysv udev dbus linux-image-amd64 initramfs-tools "./tmp/$(basename "$deb")" \
     >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
