@@ -11,11 +11,9 @@ struct AnnexBIngest {
         case defect(StreamDefect, count: Int, total: Int)
     }
 
-    let maximumNALUnitSize: Int
     private var splitter: AnnexBSplitter
 
     init(maximumNALUnitSize: Int) {
-        self.maximumNALUnitSize = maximumNALUnitSize
         splitter = AnnexBSplitter(maximumNALUnitSize: maximumNALUnitSize)
     }
 
