@@ -161,7 +161,7 @@ func forgeRing(_ name: String, owner: UInt32? = nil, streamName: String = "forge
 
 /// The C example consumer, compiled once per test run.
 func consumerExample() throws -> String {
-    let binary = FileManager.default.temporaryDirectory.appendingPathComponent("streamrecv-consumer-\(getpid())").path
+    let binary = TestEnvironment.temporaryRoot.appendingPathComponent("consumer-example").path
     if !FileManager.default.fileExists(atPath: binary) {
         let root = TestEnvironment.repositoryRoot
         try runChecked("cc", ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-I",

@@ -46,13 +46,35 @@ public enum TestEnvironment {
         return executable.deletingLastPathComponent()
     }()
 
-    /// A fresh temporary directory for one test.
+    /// A fresh temporary directory for one test, inside `temporaryRoot`.
     public static func temporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("streamrecv-tests-\(UUID().uuidString)")
+        let url = temporaryRoot.appendingPathComponent(UUID().uuidString)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    /// One folder per test process for everything the tests write (clips of up to 400 MB, rings' logs, compiled
+    /// examples), removed when the process exits; what a killed or crashed run left is removed by the next one.
+    /// Without it each `make test` left gigabytes in /tmp.
+    public static let temporaryRoot: URL = {
+        let base = FileManager.default.temporaryDirectory
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
+        where name.hasPrefix(temporaryRootPrefix) {
+            guard let owner = pid_t(name.dropFirst(temporaryRootPrefix.count)),
+                  kill(owner, 0) != 0 && errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
+        }
+        let root = base.appendingPathComponent(temporaryRootPrefix + String(getpid()))
+        try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        atexit {
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+                TestEnvironment.temporaryRootPrefix + String(getpid()))
+            try? FileManager.default.removeItem(at: root)
+        }
+        return root
+    }()
+
+    static let temporaryRootPrefix = "streamrecv-tests."
 }
 
 public struct ProcessResult: Sendable {
