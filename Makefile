@@ -13,6 +13,10 @@ APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libs
 	ffmpeg gcc g++ bc python3 python3-numpy python3-venv passwd util-linux \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
 	gstreamer1.0-plugins-ugly
+# What `make bundle` needs besides: nasm for FFmpeg's assembly (without it the decoders are several times slower);
+# libva-dev and libffmpeg-nvenc-dev for the VA-API and NVDEC hwaccels; dpkg-dev for apt-get source; patchelf for the
+# relative RUNPATH.
+BUNDLE_PACKAGES := nasm libva-dev libffmpeg-nvenc-dev dpkg-dev patchelf xz-utils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
@@ -41,9 +45,9 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-## test: install dependencies, build, and run every test, then build the Debian package and install it on a clean
-## Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
-test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap
+## test: install dependencies, build, and run every test, then build the Debian package and the tarball and run each
+## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
+test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES)
 test: deps
 	swift build --build-tests
 	swift test --disable-xctest
@@ -54,6 +58,8 @@ test: deps
 	swift test --disable-xctest --sanitize=thread --scratch-path .build-tsan --filter "BitstreamTests|SharedFramesTests|PipelineTests"
 	$(MAKE) deb
 	scripts/test-deb-install.sh
+	$(MAKE) bundle
+	scripts/test-bundle.sh
 
 ## test-systemd: the packaged units under a real systemd (PID 1) in a qemu VM; not part of `make test`
 test-systemd: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap qemu-system-x86 e2fsprogs
@@ -92,6 +98,12 @@ build: deps
 deb: APT_PACKAGES += debhelper dpkg-dev lintian
 deb: build
 	scripts/make-deb.sh
+
+## bundle: dist/streamrecvd-VERSION-linux-ARCH.tar.xz, self-contained (a minimal FFmpeg built from Debian's source,
+## relative RUNPATH); runs on any Linux with glibc 2.36 or newer
+bundle: APT_PACKAGES += $(BUNDLE_PACKAGES)
+bundle: build
+	scripts/make-bundle.sh
 
 ## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader
 install: $(if $(NO_BUILD),,build)

@@ -1,10 +1,10 @@
-# Sourced by scripts/test-deb-install.sh and scripts/test-systemd-vm.sh, which set `work` (a temporary folder) and
-# `say` first. Makes "$work/root": a clean Debian 12 minbase root, with the package this tree built copied to its
-# /tmp ("$deb"); in_root runs a command in it with a /proc, as on any real system (a static Swift binary reads
-# its arguments there). A minbase root is kept as a tarball in .build for the next run on this machine; CI's fresh
-# clone makes its own. Returns 1 (after a loud SKIPPED banner) where debootstrap cannot reach the registry.
-
-deb=$(ls dist/streamrecvd_*_"$(dpkg --print-architecture)".deb | head -1)
+# Sourced by scripts/test-deb-install.sh, scripts/test-bundle.sh and scripts/test-systemd-vm.sh, which set `work`
+# (a temporary folder) and `say` first. Makes "$work/root": a clean Debian 12 minbase root, with the package this
+# tree built (if any) copied to its /tmp ("$deb"); in_root runs a command in it with a /proc, as on any real system
+# (a static Swift binary reads its arguments there). A minbase root is kept as a tarball in .build for the next run
+# on this machine; CI's fresh clone makes its own. Returns 1 (after a loud SKIPPED banner) where debootstrap cannot
+# reach the registry.
+deb=$(ls dist/streamrecvd_*_"$(dpkg --print-architecture)".deb 2>/dev/null | head -1 || true)
 root=$work/root
 
 make_debian_root() {
@@ -23,7 +23,7 @@ make_debian_root() {
         echo "################################################################################" >&2
         return 1
     fi
-    cp "$deb" "$root/tmp/"
+    if [ -n "$deb" ]; then cp "$deb" "$root/tmp/"; fi
 }
 
 in_root() { unshare --mount bash -c "mount -t proc proc '$root/proc' && chroot '$root' \"\$@\"" in_root "$@"; }
