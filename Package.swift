@@ -60,7 +60,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
-            ]
+            ],
+            // TOMLKit imports Foundation; without this its extensions (String.contains, String(format:)) were
+            // visible here, and one use linked all of Foundation and ICU's data (34 MB) into the daemon.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         .executableTarget(
             name: "streamrecvd",
@@ -68,7 +71,8 @@ let package = Package(
                 "Pipeline",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         .executableTarget(
             name: "streamrecvctl",

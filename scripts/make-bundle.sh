@@ -13,6 +13,10 @@ tree=.build/bundle/$name
 limit=$((60 * 1024 * 1024))
 
 ffmpeg=$(scripts/build-ffmpeg-minimal.sh)
+# The daemon uses FoundationEssentials only; all of Foundation would bring ICU's 34 MB of data with it.
+if nm .build/release/streamrecvd | grep -q -e icudt -e 's10Foundation'; then
+    say "FAILED: streamrecvd links Foundation (and ICU): see MemberImportVisibility in Package.swift"; exit 1
+fi
 rm -rf "$tree"
 mkdir -p "$tree"/{bin,lib,etc/streamrecvd,systemd,include,python} "$tree"/share/man/{man1,man5,man8} \
     "$tree/share/doc/streamrecvd/examples" dist

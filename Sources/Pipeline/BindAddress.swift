@@ -1,4 +1,5 @@
 import Glibc
+import NIOCore
 
 /// An address a listening socket can be bound to, for telling whether two listen addresses collide.
 struct BindAddress: Equatable, Sendable {
@@ -44,6 +45,24 @@ struct BindAddress: Equatable, Sendable {
             b.contains { second in
                 first == second || (first.isWildcard && (first.isIPv6 || !second.isIPv6))
                     || (second.isWildcard && (second.isIPv6 || !first.isIPv6))
+            }
+        }
+    }
+}
+
+extension SocketAddress {
+    /// The IP address in network order (4 or 16 bytes), without the port; nil for a Unix socket.
+    var ipAddressBytes: [UInt8]? {
+        withSockAddr { address, _ in
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                var raw = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+                return withUnsafeBytes(of: &raw) { Array($0) }
+            case AF_INET6:
+                var raw = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                return withUnsafeBytes(of: &raw) { Array($0) }
+            default:
+                return nil
             }
         }
     }

@@ -239,7 +239,7 @@ public enum ConfigurationLoader {
     }
 
     static func parseListen(_ text: String, error: (String) -> ConfigurationError) throws(ConfigurationError) -> ListenAddress {
-        guard let schemeEnd = text.range(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
+        guard let schemeEnd = text.firstRange(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
         let scheme = String(text[..<schemeEnd.lowerBound])
         guard let transport = ListenAddress.Transport(rawValue: scheme) else {
             throw error("listen scheme '\(scheme)' is not supported (tcp://, udp:// or rtp://HOST:PORT)")

@@ -1,10 +1,13 @@
+import Bitstream
 import CoreMetrics
 import Decoding
 import Glibc
 import Logging
+import NIOCore
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
+import UnixSignals
 
 /// Runs every configured stream until SIGTERM/SIGINT, reloading on SIGHUP: the whole daemon, minus argument parsing.
 public enum Daemon {

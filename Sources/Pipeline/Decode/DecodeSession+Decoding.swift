@@ -1,6 +1,8 @@
 import Bitstream
+import CoreMetrics
 import Decoding
 import FrameFormats
+import Logging
 import SharedFrames
 
 /// Access units to the decoder, frames to the publisher, and what the decoder says about itself, on the decode

@@ -1,4 +1,7 @@
 import Bitstream
+import CoreMetrics
+import Logging
+import NIOConcurrencyHelpers
 import SharedFrames
 
 /// Bytes and RTP packets to NAL units and access units, on the decode thread.

@@ -1,4 +1,5 @@
 import Bitstream
+import CoreMetrics
 import Decoding
 import SharedFrames
 

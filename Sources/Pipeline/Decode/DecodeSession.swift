@@ -1,6 +1,8 @@
 import Bitstream
 import Decoding
 import Glibc
+import Logging
+import NIOConcurrencyHelpers
 import SharedFrames
 
 /// One stream's decoding, on its decode thread: the stages along the data flow, and the work items that drive

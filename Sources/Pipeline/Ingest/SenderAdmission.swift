@@ -194,17 +194,8 @@ struct PerSourceRateLimiter {
 
     /// The address bytes (an IPv4-mapped IPv6 address as its IPv4 address), without the port.
     static func key(_ address: SocketAddress?) -> [UInt8] {
-        switch address {
-        case .v4(let address):
-            var raw = address.address.sin_addr
-            return withUnsafeBytes(of: &raw) { Array($0) }
-        case .v6(let address):
-            var raw = address.address.sin6_addr
-            let bytes = withUnsafeBytes(of: &raw) { Array($0) }
-            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
-            return mapped ? Array(bytes[12..<16]) : bytes
-        case .unixDomainSocket, nil:
-            return []
-        }
+        guard let bytes = address?.ipAddressBytes else { return [] }
+        let mapped = bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+        return mapped ? Array(bytes[12..<16]) : bytes
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Decoding
 import Glibc
 import Logging

@@ -46,10 +46,10 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
     }
 
     private static func parseAddress(_ text: String) -> [UInt8]? {
-        var v4 = in_addr()
-        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        // Byte buffers rather than in_addr/in6_addr: inet_pton writes 4 or 16 bytes in network order.
+        var bytes = [UInt8](repeating: 0, count: 16)
+        if inet_pton(AF_INET, text, &bytes) == 1 { return Array(bytes[0..<4]) }
+        if inet_pton(AF_INET6, text, &bytes) == 1 { return bytes }
         return nil
     }
 
@@ -65,16 +65,8 @@ extension [AddressRange] {
     /// An empty list allows every source.
     func allows(_ address: SocketAddress?) -> Bool {
         if isEmpty { return true }
-        switch address {
-        case .v4(let address):
-            var raw = address.address.sin_addr
-            return Swift.withUnsafeBytes(of: &raw) { bytes in contains { $0.contains(bytes) } }
-        case .v6(let address):
-            var raw = address.address.sin6_addr
-            return Swift.withUnsafeBytes(of: &raw) { bytes in contains { $0.contains(bytes) } }
-        case .unixDomainSocket, nil:
-            return false
-        }
+        guard let bytes = address?.ipAddressBytes else { return false }
+        return bytes.withUnsafeBytes { raw in contains { $0.contains(raw) } }
     }
 }
 
