@@ -17,6 +17,9 @@ APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libs
 # libva-dev and libffmpeg-nvenc-dev for the VA-API and NVDEC hwaccels; dpkg-dev for apt-get source; patchelf for the
 # relative RUNPATH.
 BUNDLE_PACKAGES := nasm libva-dev libffmpeg-nvenc-dev dpkg-dev patchelf xz-utils
+# The GStreamer element (make gst-plugin) and what it is built with.
+GST_PLUGIN := .build/gstreamer/libgststreamrecv.so
+GST_PACKAGES := libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
@@ -31,7 +34,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
 SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
-.PHONY: deps test run bench clean install build soak fuzz deb bundle test-systemd
+.PHONY: deps test run bench clean install build soak fuzz deb bundle test-systemd gst-plugin
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -47,8 +50,9 @@ deps:
 
 ## test: install dependencies, build, and run every test, then build the Debian package and the tarball and run each
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
-test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES)
+test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES)
 test: deps
+	$(MAKE) gst-plugin
 	swift build --build-tests
 	swift test --disable-xctest
 	cd python && python3 -m unittest -v test_streamrecv
@@ -78,7 +82,7 @@ run: deps
 
 ## bench: release benchmarks; rewrites docs/benchmarks.md and docs/latency.png
 # Also needed by the benchmarks only: gnuplot (the latency plot) and gst-libav (avdec_h264, the GStreamer anchor).
-bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav
+bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav $(GST_PACKAGES)
 bench: deps
 	swift build -c release --product BitstreamBenchmark
 	$(SWIFT_BUILD) --product streamrecvd
@@ -95,8 +99,8 @@ build: deps
 	$(SWIFT_BUILD) --product streamrecvctl
 
 ## deb: dist/streamrecvd_VERSION_ARCH.deb, plus streamrecvd-dev and python3-streamrecv (debhelper, lintian)
-deb: APT_PACKAGES += debhelper dpkg-dev lintian
-deb: build
+deb: APT_PACKAGES += debhelper dpkg-dev lintian $(GST_PACKAGES)
+deb: build gst-plugin
 	scripts/make-deb.sh
 
 ## bundle: dist/streamrecvd-VERSION-linux-ARCH.tar.xz, self-contained (a minimal FFmpeg built from Debian's source,
@@ -105,8 +109,20 @@ bundle: APT_PACKAGES += $(BUNDLE_PACKAGES)
 bundle: build
 	scripts/make-bundle.sh
 
-## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader
-install: $(if $(NO_BUILD),,build)
+## gst-plugin: .build/gstreamer/libgststreamrecv.so, the streamrecvsrc element (C, from streamrecv_shm.h alone)
+gst-plugin: APT_PACKAGES += $(GST_PACKAGES)
+gst-plugin: deps
+	mkdir -p .build/gstreamer
+	cc -std=gnu11 -O2 -g -fPIC -shared -Wall -Wextra -Werror -fvisibility=hidden -Wl,-z,now -Wl,-z,relro \
+		-DSTREAMRECV_VERSION='"$(shell cat VERSION)"' -I Sources/CFrameRing/include \
+		$$(pkg-config --cflags gstreamer-1.0 gstreamer-base-1.0 gstreamer-video-1.0) \
+		gstreamer/gststreamrecvsrc.c gstreamer/ring-reader.c -o $(GST_PLUGIN) \
+		$$(pkg-config --libs gstreamer-1.0 gstreamer-base-1.0 gstreamer-video-1.0)
+
+## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader,
+## and the GStreamer element (into GStreamer's plugin folder for PREFIX; with NO_BUILD=1 only when it was built)
+GST_PLUGIN_DIR ?= $(PREFIX)/lib/$(shell gcc -print-multiarch)/gstreamer-1.0
+install: $(if $(NO_BUILD),,build gst-plugin)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 		$(DESTDIR)$(SYSCONFDIR)/streamrecvd $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
@@ -126,6 +142,9 @@ install: $(if $(NO_BUILD),,build)
 	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv
 	install -m 0644 python/streamrecv/*.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv/
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
+	if [ -e $(GST_PLUGIN) ]; then \
+		install -d $(DESTDIR)$(GST_PLUGIN_DIR) && install -m 0644 $(GST_PLUGIN) $(DESTDIR)$(GST_PLUGIN_DIR)/; \
+	fi
 
 clean:
 	rm -rf .build .build-asan .build-tsan Fuzz/.build dist

@@ -31,6 +31,9 @@ echo "allocations…" >&2
 allocation_table=$(python3 scripts/bench-allocations.py --preload "$work/malloc-count.so" --stream "$stream")
 echo "service…" >&2
 service_tables=$(python3 scripts/bench-service.py --probe "$work/latency-probe")
+echo "GStreamer element…" >&2
+make gst-plugin >/dev/null
+gstreamer_table=$(python3 scripts/bench-gstreamer.py --probe "$work/latency-probe" --stream "$stream")
 echo "splitting…" >&2
 split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -118,6 +121,13 @@ interleaved into NV12 on the way).
 \`scripts/bench-service.py\`.
 
 ${service_tables}
+
+## streamrecvsrc (GStreamer) against reading the ring directly
+
+\`scripts/bench-gstreamer.py\`: one paced 1080p30 stream, read at once by \`latency-probe shm\` and by
+\`gst-launch-1.0 streamrecvsrc ! fakesink\` (the element logs when each frame leaves it, at GST_LEVEL_LOG).
+
+${gstreamer_table}
 
 ## Annex B splitting
 

@@ -74,6 +74,8 @@ import Testing
             "usr/lib/sysusers.d/streamrecvd.conf", "etc/streamrecvd/streamrecvd.toml", "usr/include/streamrecv_shm.h",
             "usr/share/man/man1/streamrecvctl.1", "usr/share/man/man5/streamrecvd.toml.5", "usr/share/man/man8/streamrecvd.8",
             "usr/lib/python3/dist-packages/streamrecv/__init__.py", "usr/share/doc/streamrecvd/examples/consumer.c",
+            "usr/lib/\(try runChecked("gcc", ["-print-multiarch"]).text.trimmingCharacters(in: .whitespacesAndNewlines))"
+                + "/gstreamer-1.0/libgststreamrecv.so",
         ]
         for path in expected { #expect(FileManager.default.fileExists(atPath: destdir + "/" + path), "\(path)") }
         let check = try runChecked(destdir + "/usr/bin/streamrecvd", ["--check-config", destdir + "/etc/streamrecvd/streamrecvd.toml"])
