@@ -67,7 +67,9 @@ enum ring_attach_result ring_attach(const char *path, struct ring_reader *ring, 
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return RING_MISSING;
-        *problem = errno == ELOOP ? "a symbolic link" : "cannot be opened";
+        *problem = errno == ELOOP    ? "a symbolic link"
+                   : errno == EACCES ? "permission denied (this user is not in the ring's group: shm_group, shm_mode)"
+                                     : "cannot be opened";
         return RING_NOT_A_RING;
     }
     struct stat st;
