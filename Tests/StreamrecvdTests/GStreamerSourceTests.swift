@@ -83,8 +83,11 @@ final class GstLaunch {
 }
 
 /// The md5 of each frame of `path` decoded by FFmpeg and converted to NV12 (lossless from 4:2:0: a repacking).
-func ffmpegNV12MD5s(_ path: String) throws -> [String] {
-    let result = try runChecked("ffmpeg", ["-v", "error", "-i", path, "-pix_fmt", "nv12", "-f", "framemd5", "-"])
+func ffmpegNV12MD5s(_ path: String) throws -> [String] { try ffmpegRawMD5s(path, pixelFormat: "nv12") }
+
+/// The md5 of each frame of `path` decoded by FFmpeg in `pixelFormat` (a repacking of the decoder's format).
+func ffmpegRawMD5s(_ path: String, pixelFormat: String) throws -> [String] {
+    let result = try runChecked("ffmpeg", ["-v", "error", "-i", path, "-pix_fmt", pixelFormat, "-f", "framemd5", "-"])
     return result.text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
         .map { String($0).trimmingCharacters(in: .whitespaces) }
 }
@@ -101,25 +104,29 @@ func writeClip(_ bytes: [UInt8], _ name: String, in directory: URL) throws -> St
 }
 
 @Suite(.serialized) struct GStreamerSourceTests {
-    /// Every frame, bit-exact, with caps from the slot; H.264 with B-frames and H.265.
-    @Test(arguments: ["h264", "h265"])
-    func everyFrameReachesGStreamerBitExact(codec: String) throws {
+    /// Every frame, bit-exact, with caps from the slot: H.264 with B-frames (NV12), H.265 (NV12), 10-bit H.265
+    /// (P010, GStreamer's P010_10LE).
+    @Test(arguments: [("h264", "yuv420p", "nv12", "NV12"), ("h265", "yuv420p", "nv12", "NV12"),
+                      ("h265", "yuv420p10le", "p010le", "P010_10LE")])
+    func everyFrameReachesGStreamerBitExact(codec: String, source: String, pixelFormat: String, caps format: String) throws {
         let directory = try TestEnvironment.temporaryDirectory()
-        let clip = try writeClip(try generated(codec, size: "320x240", frames: 40, parameters: codec == "h264" ? "bframes=2" : ""),
-                                 "clip.\(codec)", in: directory)
-        let reference = try ffmpegNV12MD5s(clip)
-        let daemon = try DaemonProcess(label: "gst\(codec)", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
-        let raw = directory.appendingPathComponent("out.nv12").path
+        let clip = try GeneratedStreams.encode(codec: codec, size: "320x240", frames: 40, pixelFormat: source,
+                                               encoderParameters: codec == "h264" ? "bframes=2" : "", in: directory,
+                                               name: "clip.\(codec)").path
+        let reference = try ffmpegRawMD5s(clip, pixelFormat: pixelFormat)
+        let daemon = try DaemonProcess(label: "gst\(codec)\(pixelFormat)", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
+        let raw = directory.appendingPathComponent("out.raw").path
         let gst = try GstLaunch("streamrecvsrc stream=\(daemon.name) num-buffers=40 ! identity silent=false ! filesink location=\(raw)",
                                 directory: directory)
         #expect(gst.waitUntilAttached(), "\(gst.errors)")
         try runChecked(tool("streamrecvctl"), ["send", clip, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
         #expect(gst.finish() == 0, "\(gst.errors.suffix(2000))")
-        let difference = firstDifference(try rawNV12MD5s(raw, size: "320x240"), reference)
+        let ours = try ffmpegMD5s(raw, format: "rawvideo", extra: ["-pix_fmt", pixelFormat, "-video_size", "320x240"])
+        let difference = firstDifference(ours, reference)
         #expect(difference == nil, "\(difference ?? "")")
         #expect(gst.caps.count == 1, "\(gst.caps)")
         let caps = gst.caps.first ?? ""
-        for field in ["format=(string)NV12", "width=(int)320", "height=(int)240", "pixel-aspect-ratio=(fraction)1/1",
+        for field in ["format=(string)\(format)", "width=(int)320", "height=(int)240", "pixel-aspect-ratio=(fraction)1/1",
                       "chroma-site=(string)mpeg2", "framerate=(fraction)0/1", "colorimetry="] {
             #expect(caps.contains(field), "\(field) in \(caps)")
         }
