@@ -116,7 +116,8 @@ gst-plugin: deps
 	cc -std=gnu11 -O2 -g -fPIC -shared -Wall -Wextra -Werror -fvisibility=hidden -Wl,-z,now -Wl,-z,relro \
 		-DSTREAMRECV_VERSION='"$(shell cat VERSION)"' -I Sources/CFrameRing/include \
 		$$(pkg-config --cflags gstreamer-1.0 gstreamer-base-1.0 gstreamer-video-1.0) \
-		gstreamer/gststreamrecvsrc.c gstreamer/ring-reader.c -o $(GST_PLUGIN) \
+		gstreamer/gststreamrecvsrc.c gstreamer/ring-reader.c gstreamer/slot-video.c \
+		-o $(GST_PLUGIN) \
 		$$(pkg-config --libs gstreamer-1.0 gstreamer-base-1.0 gstreamer-video-1.0)
 
 ## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader,

@@ -3,7 +3,7 @@
  *   gst-launch-1.0 streamrecvsrc stream=desk ! videoconvert ! autovideosink
  *
  * Caps come from each frame's slot (format, size, pixel aspect, colorimetry); a new caps event precedes the first
- * frame of another format. Frames are copied out of the ring under its seqlock into buffers of GStreamer's
+ * frame of another format. Frames are copied once, out of the ring under its seqlock, into buffers of GStreamer's
  * default layout: a buffer wrapping the slot would be overwritten by the writer while downstream still reads it.
  * mode=every-frame (default) delivers each frame in order and reports frames the writer overwrote before they
  * were read as a QoS message (format buffers: processed, dropped); mode=newest always delivers the newest frame
@@ -11,6 +11,7 @@
  * waiting across a daemon restart (the first frame after one carries DISCONT). Buffer PTS is the running time at
  * which the daemon published the frame; OFFSET is the frame's sequence number. */
 #include "ring-reader.h"
+#include "slot-video.h"
 
 #include <gst/base/gstpushsrc.h>
 #include <gst/gst.h>
@@ -44,8 +45,16 @@ struct _GstStreamrecvSrc {
     gboolean discont;
     GstVideoInfo info;
     gboolean have_info;
-    guint8 *pixels;
-    gsize pixels_size;
+    /* The frame being copied: the buffer the copy callback fills, straight from the slot. */
+    GstBuffer *target;
+    GstVideoFrame target_frame;
+    gboolean target_mapped;
+    GstVideoInfo target_info;
+    gboolean target_ok;
+    /* Buffers for the current format, reused once downstream lets go of them: a fresh 3 MB buffer per 1080p frame
+     * costs its page faults every time. */
+    GstBufferPool *pool;
+    GstVideoInfo pool_info;
     guint64 processed, dropped;
     gint flushing;           /* atomic: set by unlock() from another thread */
 };
@@ -68,53 +77,6 @@ static GType mode_get_type(void) {
     };
     if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstStreamrecvSrcMode", values));
     return type;
-}
-
-static GstVideoFormat video_format(uint32_t format) {
-    switch (format) {
-    case STREAMRECV_PIXEL_FORMAT_YUV420P: return GST_VIDEO_FORMAT_I420;
-    case STREAMRECV_PIXEL_FORMAT_NV12: return GST_VIDEO_FORMAT_NV12;
-    case STREAMRECV_PIXEL_FORMAT_P010: return GST_VIDEO_FORMAT_P010_10LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV422P: return GST_VIDEO_FORMAT_Y42B;
-    case STREAMRECV_PIXEL_FORMAT_YUV444P: return GST_VIDEO_FORMAT_Y444;
-    case STREAMRECV_PIXEL_FORMAT_GRAY8: return GST_VIDEO_FORMAT_GRAY8;
-    case STREAMRECV_PIXEL_FORMAT_YUV420P10: return GST_VIDEO_FORMAT_I420_10LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV422P10: return GST_VIDEO_FORMAT_I422_10LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV444P10: return GST_VIDEO_FORMAT_Y444_10LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV420P12: return GST_VIDEO_FORMAT_I420_12LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV422P12: return GST_VIDEO_FORMAT_I422_12LE;
-    case STREAMRECV_PIXEL_FORMAT_YUV444P12: return GST_VIDEO_FORMAT_Y444_12LE;
-    case STREAMRECV_PIXEL_FORMAT_GBRP: return GST_VIDEO_FORMAT_GBR;
-    case STREAMRECV_PIXEL_FORMAT_GBRP10: return GST_VIDEO_FORMAT_GBR_10LE;
-    default: return GST_VIDEO_FORMAT_UNKNOWN; /* GRAY10 in 16-bit words has no GStreamer format */
-    }
-}
-
-/* The caps a frame's slot describes. Frame rate 0/1: the ring carries no rate (frames come when they come). */
-static gboolean info_from_slot(const struct streamrecv_shm_slot *slot, GstVideoInfo *info) {
-    GstVideoFormat format = video_format(slot->pixel_format);
-    if (format == GST_VIDEO_FORMAT_UNKNOWN) return FALSE;
-    if (!gst_video_info_set_format(info, format, slot->width, slot->height)) return FALSE;
-    info->fps_n = 0;
-    info->fps_d = 1;
-    /* H.264 and H.265 put 4:2:0 chroma left of centre unless the VUI says otherwise (the slot does not carry it). */
-    if (GST_VIDEO_INFO_IS_YUV(info) && GST_VIDEO_FORMAT_INFO_W_SUB(info->finfo, 1) == 1 &&
-        GST_VIDEO_FORMAT_INFO_H_SUB(info->finfo, 1) == 1)
-        info->chroma_site = GST_VIDEO_CHROMA_SITE_MPEG2;
-    if (slot->sample_aspect_num > 0 && slot->sample_aspect_den > 0) {
-        info->par_n = (gint)slot->sample_aspect_num;
-        info->par_d = (gint)slot->sample_aspect_den;
-    }
-    if (GST_VIDEO_INFO_IS_YUV(info)) {
-        /* Unspecified is limited range: video_full_range_flag defaults to 0 in H.264 and H.265. */
-        info->colorimetry.range = slot->color_range == 2 ? GST_VIDEO_COLOR_RANGE_0_255 : GST_VIDEO_COLOR_RANGE_16_235;
-        if (slot->color_matrix != 2) info->colorimetry.matrix = gst_video_color_matrix_from_iso(slot->color_matrix);
-        if (slot->color_transfer != 2)
-            info->colorimetry.transfer = gst_video_transfer_function_from_iso(slot->color_transfer);
-        if (slot->color_primaries != 2)
-            info->colorimetry.primaries = gst_video_color_primaries_from_iso(slot->color_primaries);
-    }
-    return TRUE;
 }
 
 static gchar *ring_path(GstStreamrecvSrc *self) {
@@ -192,35 +154,75 @@ static GstClockTime running_time_of(GstStreamrecvSrc *self, uint64_t published_n
     return now - base - age;
 }
 
-/* A buffer in GStreamer's default layout for `info`, with the planes of the copied frame. */
-static GstBuffer *make_buffer(GstStreamrecvSrc *self, const struct streamrecv_shm_slot *slot) {
-    if ((guint)slot->plane_count != GST_VIDEO_INFO_N_PLANES(&self->info)) return NULL;
-    GstBuffer *buffer = gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(&self->info), NULL);
-    GstVideoFrame frame;
-    if (!gst_video_frame_map(&frame, &self->info, buffer, GST_MAP_WRITE)) {
-        gst_buffer_unref(buffer);
-        return NULL;
+/* A buffer of `info`'s size from the pool for that format (a new pool when the format changed). */
+static GstBuffer *acquire_buffer(GstStreamrecvSrc *self, const GstVideoInfo *info) {
+    if (!self->pool || !gst_video_info_is_equal(info, &self->pool_info)) {
+        if (self->pool) {
+            gst_buffer_pool_set_active(self->pool, FALSE);
+            gst_object_unref(self->pool);
+        }
+        self->pool = gst_video_buffer_pool_new();
+        GstStructure *config = gst_buffer_pool_get_config(self->pool);
+        GstCaps *caps = gst_video_info_to_caps(info);
+        gst_buffer_pool_config_set_params(config, caps, (guint)GST_VIDEO_INFO_SIZE(info), 2, 0);
+        gst_caps_unref(caps);
+        if (!gst_buffer_pool_set_config(self->pool, config) || !gst_buffer_pool_set_active(self->pool, TRUE)) {
+            gst_clear_object(&self->pool);
+            return gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(info), NULL);
+        }
+        self->pool_info = *info;
     }
-    for (guint plane = 0; plane < slot->plane_count; plane++) {
-        guint8 *destination = GST_VIDEO_FRAME_PLANE_DATA(&frame, plane);
-        gsize stride = (gsize)GST_VIDEO_FRAME_PLANE_STRIDE(&frame, plane);
-        guint rows = MIN(slot->plane_height[plane], (guint)GST_VIDEO_FRAME_COMP_HEIGHT(&frame, plane));
-        gsize width = MIN((gsize)slot->plane_width[plane], stride);
-        for (guint row = 0; row < rows; row++)
-            memcpy(destination + row * stride,
-                   self->pixels + slot->plane_offset[plane] + (gsize)row * slot->plane_stride[plane], width);
-    }
-    gst_video_frame_unmap(&frame);
+    GstBuffer *buffer = NULL;
+    if (gst_buffer_pool_acquire_buffer(self->pool, &buffer, NULL) != GST_FLOW_OK)
+        return gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(info), NULL);
     return buffer;
 }
 
-static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm_slot *slot, GstBuffer **out) {
+static void drop_pool(GstStreamrecvSrc *self) {
+    if (!self->pool) return;
+    gst_buffer_pool_set_active(self->pool, FALSE);
+    gst_clear_object(&self->pool);
+}
+
+static void drop_target(GstStreamrecvSrc *self) {
+    if (self->target_mapped) gst_video_frame_unmap(&self->target_frame);
+    self->target_mapped = FALSE;
+    gst_clear_buffer(&self->target);
+}
+
+/* ring_copy_fn: the frame's planes, row by row, from the slot into a buffer of GStreamer's default layout for its
+ * format (one copy). The buffer is kept for a retry of a torn copy. */
+static void copy_into_target(void *context, const struct streamrecv_shm_slot *slot, const uint8_t *data) {
+    GstStreamrecvSrc *self = context;
     GstVideoInfo info;
     gst_video_info_init(&info);
-    if (!info_from_slot(slot, &info)) {
-        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("unsupported frame format %u", slot->pixel_format), (NULL));
+    self->target_ok = FALSE;
+    if (!slot_video_info(slot, &info) || (guint)slot->plane_count != GST_VIDEO_INFO_N_PLANES(&info)) return;
+    if (!self->target_mapped || !gst_video_info_is_equal(&info, &self->target_info)) {
+        drop_target(self);
+        self->target = acquire_buffer(self, &info);
+        if (!gst_video_frame_map(&self->target_frame, &info, self->target, GST_MAP_WRITE)) {
+            gst_clear_buffer(&self->target);
+            return;
+        }
+        self->target_mapped = TRUE;
+        self->target_info = info;
+    }
+    slot_copy_planes(slot, data, &self->target_frame);
+    self->target_ok = TRUE;
+}
+
+static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm_slot *slot, GstBuffer **out) {
+    if (!self->target_ok || !self->target_mapped) {
+        drop_target(self);
+        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("unsupported frame format %u (%u planes)", slot->pixel_format,
+                          slot->plane_count), (NULL));
         return GST_FLOW_NOT_NEGOTIATED;
     }
+    GstVideoInfo info = self->target_info;
+    gst_video_frame_unmap(&self->target_frame);
+    self->target_mapped = FALSE;
+    GstBuffer *buffer = g_steal_pointer(&self->target);
     if (!self->have_info || !gst_video_info_is_equal(&info, &self->info)) {
         GstCaps *caps = gst_video_info_to_caps(&info);
         GST_INFO_OBJECT(self, "caps %" GST_PTR_FORMAT, caps);
@@ -232,15 +234,12 @@ static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm
             g_free(text);
         }
         gst_caps_unref(caps);
-        if (!accepted) return GST_FLOW_NOT_NEGOTIATED;
+        if (!accepted) {
+            gst_buffer_unref(buffer);
+            return GST_FLOW_NOT_NEGOTIATED;
+        }
         self->info = info;
         self->have_info = TRUE;
-    }
-    GstBuffer *buffer = make_buffer(self, slot);
-    if (!buffer) {
-        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("frame %" G_GUINT64_FORMAT " does not match its caps", slot->sequence),
-                          (NULL));
-        return GST_FLOW_ERROR;
     }
     GST_BUFFER_PTS(buffer) = running_time_of(self, slot->time_published_ns);
     GST_BUFFER_OFFSET(buffer) = slot->sequence;
@@ -273,18 +272,13 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
     struct streamrecv_shm_slot slot;
     while (!is_flushing(self)) {
         if (!self->attached && !attach(self, path)) break;
-        if (self->ring.geometry.slot_data_capacity > self->pixels_size) {
-            self->pixels_size = self->ring.geometry.slot_data_capacity;
-            g_free(self->pixels);
-            self->pixels = g_malloc(self->pixels_size ? self->pixels_size : 1);
-        }
         int truncated = 0;
         uint32_t seen = ring_wake_word(&self->ring, &truncated);
         uint64_t latest = ring_latest(&self->ring, &truncated);
         uint64_t epoch = ring_epoch(&self->ring, &truncated);
         uint64_t wanted = self->mode == STREAMRECV_SRC_NEWEST ? MAX(latest, self->next) : self->next;
         enum ring_read_result result =
-            truncated ? RING_READ_TRUNCATED : ring_read(&self->ring, wanted, &slot, self->pixels);
+            truncated ? RING_READ_TRUNCATED : ring_read(&self->ring, wanted, &slot, copy_into_target, self);
         if (result == RING_READ_DONE) {
             if (epoch != self->epoch) self->discont = TRUE; /* the daemon restarted on this object */
             self->epoch = epoch;
@@ -350,8 +344,8 @@ static gboolean gst_streamrecv_src_stop(GstBaseSrc *base) {
     self->next = 0;
     self->epoch = 0;
     self->have_info = FALSE;
-    g_clear_pointer(&self->pixels, g_free);
-    self->pixels_size = 0;
+    drop_target(self);
+    drop_pool(self);
     return TRUE;
 }
 
@@ -380,7 +374,7 @@ static void gst_streamrecv_src_finalize(GObject *object) {
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(object);
     g_free(self->stream);
     g_free(self->shm);
-    g_free(self->pixels);
+    drop_target(self);
     G_OBJECT_CLASS(gst_streamrecv_src_parent_class)->finalize(object);
 }
 

@@ -113,7 +113,8 @@ int ring_replaced(const char *path, const struct ring_reader *ring) {
 }
 
 __attribute__((noinline)) static enum ring_read_result read_unguarded(const struct ring_reader *ring, uint64_t sequence,
-                                            struct streamrecv_shm_slot *copy, uint8_t *pixels) {
+                                            struct streamrecv_shm_slot *copy, ring_copy_fn take,
+                                            void *context) {
     const struct streamrecv_shm_header *header = ring->base;
     uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
@@ -125,7 +126,7 @@ __attribute__((noinline)) static enum ring_read_result read_unguarded(const stru
         if (begin == 0) return RING_READ_NOT_YET; /* the writer is in this slot */
         memcpy(copy, slot, sizeof *copy);
         int valid = copy->sequence == sequence && streamrecv_shm_check_slot(copy, &ring->geometry) == NULL;
-        if (valid) memcpy(pixels, streamrecv_shm_data_in(ring->base, &ring->geometry, index), copy->data_size);
+        if (valid) take(context, copy, streamrecv_shm_data_in(ring->base, &ring->geometry, index));
         if (!streamrecv_shm_read_end(slot, begin)) continue; /* torn: written meanwhile, copy again */
         if (copy->sequence == sequence) return valid ? RING_READ_DONE : RING_READ_INVALID;
         return RING_READ_LAPPED;
@@ -133,9 +134,9 @@ __attribute__((noinline)) static enum ring_read_result read_unguarded(const stru
 }
 
 enum ring_read_result ring_read(const struct ring_reader *ring, uint64_t sequence, struct streamrecv_shm_slot *copy,
-                                uint8_t *pixels) {
+                                ring_copy_fn take, void *context) {
     volatile enum ring_read_result result = RING_READ_TRUNCATED;
-    GUARDED(result = read_unguarded(ring, sequence, copy, pixels), result = RING_READ_TRUNCATED);
+    GUARDED(result = read_unguarded(ring, sequence, copy, take, context), result = RING_READ_TRUNCATED);
     return result;
 }
 

@@ -38,9 +38,14 @@ enum ring_read_result {
     RING_READ_TRUNCATED = -4 /* the object shrank under the mapping (SIGBUS caught): attach again */
 };
 
-/* Copies frame `sequence` into `copy`, and its pixels into `pixels` (at least geometry.slot_data_capacity bytes). */
+/* Takes a frame's pixels while the seqlock is held: `slot` is the checked copy of its slot, `data` its pixel data
+ * in the ring. Called again when the copy turns out torn; what it copied is only valid once ring_read returns
+ * RING_READ_DONE. A truncated object may end it half way (ring_read then returns RING_READ_TRUNCATED). */
+typedef void (*ring_copy_fn)(void *context, const struct streamrecv_shm_slot *slot, const uint8_t *data);
+
+/* Copies frame `sequence`'s slot into `copy`, and hands its pixels to `take`. */
 enum ring_read_result ring_read(const struct ring_reader *ring, uint64_t sequence, struct streamrecv_shm_slot *copy,
-                                uint8_t *pixels);
+                                ring_copy_fn take, void *context);
 
 /* Header fields, read under the SIGBUS guard: 0 when the object was truncated. `*truncated` is set then. */
 uint64_t ring_latest(const struct ring_reader *ring, int *truncated);
