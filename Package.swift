@@ -61,8 +61,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
-            // TOMLKit imports Foundation; without this its extensions (String.contains, String(format:)) were
-            // visible here, and one use linked all of Foundation and ICU's data (34 MB) into the daemon.
+            // TOMLKit imports Foundation; without this its extensions (String.contains(_:), range(of:)) were
+            // visible here, and a few calls linked all of Foundation and ICU's data (34 MB) into the daemon.
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         .executableTarget(
