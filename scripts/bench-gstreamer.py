@@ -63,6 +63,9 @@ def main():
     finally:
         daemon.terminate()
         daemon.wait()
+        # A stopped daemon keeps its ring for late readers; this one has none.
+        if os.path.exists("/dev/shm/streamrecv-" + name):
+            os.unlink("/dev/shm/streamrecv-" + name)
     if not direct or not element:
         sys.exit("no frames measured (direct %d, element %d)" % (len(direct), len(element)))
     print("%d frames of %s at 30 fps; milliseconds from the daemon's publication" % (len(element), args.stream))
