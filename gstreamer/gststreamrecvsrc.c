@@ -36,6 +36,7 @@ struct _GstStreamrecvSrc {
     gchar *stream;           /* property "stream": the ring is /dev/shm/streamrecv-STREAM */
     gchar *shm;              /* property "shm": an object name or path, instead of stream */
     StreamrecvSrcMode mode;
+    gchar *path;             /* the ring's path, from stream or shm at start() (they change only in READY) */
     /* Streaming thread only, from here on. */
     struct ring_reader ring;
     gboolean attached;
@@ -267,7 +268,7 @@ static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm
 
 static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out) {
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(push);
-    gchar *path = ring_path(self);
+    const gchar *path = self->path;
     GstFlowReturn flow = GST_FLOW_FLUSHING;
     struct streamrecv_shm_slot slot;
     while (!is_flushing(self)) {
@@ -317,7 +318,6 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
          * flushing every 100 ms. */
         ring_wait(&self->ring, seen, 100000000LL);
     }
-    g_free(path);
     return flow;
 }
 
@@ -337,8 +337,16 @@ static gboolean gst_streamrecv_src_negotiate(GstBaseSrc *base) {
     return TRUE;
 }
 
+static gboolean gst_streamrecv_src_start(GstBaseSrc *base) {
+    GstStreamrecvSrc *self = GST_STREAMRECV_SRC(base);
+    g_free(self->path);
+    self->path = ring_path(self);
+    return TRUE;
+}
+
 static gboolean gst_streamrecv_src_stop(GstBaseSrc *base) {
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(base);
+    g_clear_pointer(&self->path, g_free);
     if (self->attached) ring_detach(&self->ring);
     self->attached = FALSE;
     self->next = 0;
@@ -374,6 +382,7 @@ static void gst_streamrecv_src_finalize(GObject *object) {
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(object);
     g_free(self->stream);
     g_free(self->shm);
+    g_free(self->path);
     drop_target(self);
     G_OBJECT_CLASS(gst_streamrecv_src_parent_class)->finalize(object);
 }
@@ -403,6 +412,7 @@ static void gst_streamrecv_src_class_init(GstStreamrecvSrcClass *klass) {
     base_class->unlock = gst_streamrecv_src_unlock;
     base_class->unlock_stop = gst_streamrecv_src_unlock_stop;
     base_class->negotiate = gst_streamrecv_src_negotiate;
+    base_class->start = gst_streamrecv_src_start;
     base_class->stop = gst_streamrecv_src_stop;
     GST_PUSH_SRC_CLASS(klass)->create = gst_streamrecv_src_create;
     GST_DEBUG_CATEGORY_INIT(streamrecvsrc_debug, "streamrecvsrc", 0, "streamrecvd shared-memory source");
