@@ -46,10 +46,12 @@ let package = Package(
         // `streamrecvctl send`: files demuxed and sent as a live encoder would.
         .target(name: "StreamSending", dependencies: ["CAVFormat"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // srt:// listeners (the GnuTLS build of libsrt: the one Debian's FFmpeg links).
+        .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "Decoding", "FrameFormats", "SharedFrames", "CSystemd",
+                "Bitstream", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -17,5 +17,6 @@ let package = Package(
         .executableTarget(name: "FuzzH265ParameterSets", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzSEI", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzRTP", dependencies: [bitstream, "FuzzSupport"]),
+        .executableTarget(name: "FuzzTransportStream", dependencies: [bitstream, "FuzzSupport"]),
     ]
 )

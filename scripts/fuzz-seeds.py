@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seed corpora for the fuzz targets (Fuzz/), made from streams ffmpeg encodes now: whole Annex B streams, their
-parameter sets and SEI payloads, and the RTP datagrams FFmpeg's packetizer sends for them. Usage: fuzz-seeds.py DIR"""
+parameter sets and SEI payloads, the RTP datagrams FFmpeg's packetizer sends for them, and the same in MPEG-TS. Usage: fuzz-seeds.py DIR"""
 import os
 import re
 import socket
@@ -16,6 +16,15 @@ def encode(path, codec, extra):
         if codec == "h264" else ["-c:v", "libx265", "-x265-params", "log-level=error:" + extra]
     subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=25", "-frames:v", "12"]
                    + encoder + ["-f", codec if codec == "h264" else "hevc", path], check=True)
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def encode_ts(path, codec, extra):
+    encoder = ["-c:v", "libx264", "-x264-params", extra] if codec == "h264" \
+        else ["-c:v", "libx265", "-x265-params", "log-level=error:" + extra]
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=25", "-frames:v", "12"]
+                   + encoder + ["-f", "mpegts", path], check=True)
     with open(path, "rb") as handle:
         return handle.read()
 
@@ -49,7 +58,7 @@ def capture_rtp(path, codec):
 
 
 def main(directory):
-    seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP")}
+    seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP", "FuzzTransportStream")}
     with tempfile.TemporaryDirectory() as work:
         for codec, extra, selector in (("h264", "bframes=2:slices=2", 1), ("h264", "bframes=0:cabac=0", 1),
                                        ("h265", "bframes=2", 2), ("h265", "bframes=0:slices=2", 2)):
@@ -75,6 +84,9 @@ def main(directory):
             packets = capture_rtp(path, codec)
             framed = b"".join(len(packet).to_bytes(2, "big") + packet for packet in packets[:60])
             seeds["FuzzRTP"].append(bytes([0 if codec == "h264" else 1]) + framed)
+            # The same pictures in MPEG-TS, as `ffmpeg -f mpegts srt://` sends them; read in 188- and 1316-byte chunks.
+            ts = encode_ts(os.path.join(work, "s.ts"), codec, extra)
+            seeds["FuzzTransportStream"] += [bytes([187]) + ts[:8000], bytes([255]) + ts[:8000]]
     for name, inputs in seeds.items():
         os.makedirs(os.path.join(directory, name), exist_ok=True)
         for index, data in enumerate(inputs):

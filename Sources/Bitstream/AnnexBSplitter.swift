@@ -89,6 +89,9 @@ public struct AnnexBSplitter {
             recycleCarry()
             flushedSinceLastStartCode = true
         }
+        // Zeros before the flush belong to what was flushed: a start code right after it (an MPEG-TS PES packet's
+        // first bytes) begins where its own bytes begin, not in the bytes before.
+        trailingZeros = 0
         state = .seekingStartCode
     }
 

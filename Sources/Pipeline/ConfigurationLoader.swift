@@ -23,6 +23,7 @@ public enum ConfigurationLoader {
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
+        "srt_delivery", "latency_ms", "passphrase",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -206,8 +207,27 @@ public enum ConfigurationLoader {
             }
             stream.ringSizeLimit = bytes
         }
+        if let delivery = try string("srt_delivery") {
+            guard stream.listen.transport == .srt else { throw error("srt_delivery", "srt_delivery applies to srt:// streams only") }
+            guard let value = SRTDelivery(rawValue: delivery) else { throw error("srt_delivery", "srt_delivery must be arrival or timed") }
+            stream.srt.delivery = value
+        }
+        if let latency = try integer("latency_ms", 20...10_000) {
+            guard stream.listen.transport == .srt, stream.srt.delivery == .timed else {
+                throw error("latency_ms", "latency_ms applies to srt:// streams with srt_delivery = \"timed\" (arrival delivery hands bytes over at once, and drops none)")
+            }
+            stream.srt.latencyMilliseconds = latency
+        }
+        if entry["passphrase"] != nil {
+            guard stream.listen.transport == .srt else { throw error("passphrase", "passphrase applies to srt:// streams only") }
+            // The value itself is never repeated in a message: the file's errors reach the journal.
+            guard let text = entry["passphrase"]?.string, let passphrase = SRTPassphrase(text) else {
+                throw error("passphrase", "passphrase must be a string of \(SRTPassphrase.lengths.lowerBound) to \(SRTPassphrase.lengths.upperBound) bytes (SRT's limits)")
+            }
+            stream.srt.passphrase = passphrase
+        }
         if let value = entry["receive_buffer"] {
-            guard stream.listen.transport.isDatagram else {
+            guard stream.listen.transport == .udp || stream.listen.transport == .rtp else {
                 throw error("receive_buffer", "receive_buffer applies to udp:// and rtp:// streams only")
             }
             guard let bytes = byteSize(value), bytes >= 64 << 10, bytes <= 1 << 30 else {
@@ -242,7 +262,7 @@ public enum ConfigurationLoader {
         guard let schemeEnd = text.firstRange(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
         let scheme = String(text[..<schemeEnd.lowerBound])
         guard let transport = ListenAddress.Transport(rawValue: scheme) else {
-            throw error("listen scheme '\(scheme)' is not supported (tcp://, udp:// or rtp://HOST:PORT)")
+            throw error("listen scheme '\(scheme)' is not supported (tcp://, udp://, rtp:// or srt://HOST:PORT)")
         }
         let rest = text[schemeEnd.upperBound...]
         let host: String

@@ -12,7 +12,10 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         case udp
         /// RTP over UDP: RFC 6184 (H.264) or RFC 7798 (H.265).
         case rtp
+        /// SRT (a UDP port) carrying MPEG-TS: what `ffmpeg -f mpegts srt://` and OBS send. The daemon listens.
+        case srt
 
+        /// Takes a UDP port (ports of the two kinds do not collide).
         var isDatagram: Bool { self != .tcp }
     }
     public var transport: Transport
@@ -54,6 +57,42 @@ public enum KeyframeRequest: String, Sendable {
     case pli
     /// Full Intra Request (RFC 5104 §4.3.1).
     case fir
+}
+
+/// An SRT passphrase: kept out of every description, log line, metric and status (`"(set)"` when printed).
+public struct SRTPassphrase: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// SRT accepts 10 to 79 characters.
+    public static let lengths = 10...79
+    let text: String
+
+    public init?(_ text: String) {
+        guard Self.lengths.contains(text.utf8.count) else { return nil }
+        self.text = text
+    }
+
+    public var description: String { "(set)" }
+    public var debugDescription: String { "(set)" }
+}
+
+/// When libsrt hands received bytes over.
+public enum SRTDelivery: String, Sendable {
+    /// As soon as they are in order: a lost packet holds back what follows until its retransmission arrives, and
+    /// nothing is dropped for lateness (libsrt's TSBPD off). The frame is there as soon as its bytes are.
+    case arrival
+    /// libsrt's timed delivery (TSBPD): every packet is held until `latency_ms` after it was sent, and packets later
+    /// than that are given up (the frames they damage are flagged). Bounded delay on links that lose a lot.
+    case timed
+}
+
+/// What an srt:// stream negotiates with its callers.
+public struct SRTSettings: Sendable, Equatable {
+    public var delivery = SRTDelivery.arrival
+    /// Timed delivery's delay, in milliseconds (libsrt's default, 120, suits a LAN; four round trips the internet).
+    public var latencyMilliseconds = 120
+    /// Nil: callers must not encrypt.
+    public var passphrase: SRTPassphrase?
+
+    public init() {}
 }
 
 /// One `[[stream]]` entry, validated.
@@ -100,6 +139,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var ringSizeLimit: Int?
     /// udp:// and rtp://: the socket's receive buffer (the kernel caps it at net.core.rmem_max).
     public var receiveBufferBytes = 8 << 20
+    /// srt://: latency and passphrase.
+    public var srt = SRTSettings()
 
     public init(name: String, listen: ListenAddress) {
         self.name = name

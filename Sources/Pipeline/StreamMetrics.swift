@@ -38,6 +38,8 @@ final class StreamMetrics: Sendable {
         case secondSender = "second_sender"
         /// Over `max_connections_per_second`.
         case rateLimited = "rate_limited"
+        /// srt://: the caller's encryption does not match `passphrase` (wrong, missing or unexpected).
+        case passphrase
     }
 
     let bytesReceived: Counter
@@ -56,12 +58,18 @@ final class StreamMetrics: Sendable {
     let ringRecreations: Counter
     /// H.264 pictures decoded slice by slice as their slices arrived (Decode/DecodeSession+Parts.swift).
     let picturesDecodedInParts: Counter
-    /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short).
+    /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short); srt://:
+    /// batches of SRT messages dropped while the decoder was behind.
     let datagramsLost: Counter
     /// accept(2) failures on the stream's TCP listener (EMFILE, ENFILE, ENOMEM).
     let acceptErrors: Counter
     /// rtp://: a new RTP source confirmed after another (new SSRC, or sequence numbers restarted).
     let rtpSourceChanges: Counter
+    /// srt://: MPEG-TS video packets missing (continuity counter gaps): SRT gave up on them (too late).
+    let transportStreamContinuityErrors: Counter
+    /// srt://: packets libsrt found missing (most are recovered by retransmission) and dropped for good.
+    let srtPacketsLost: Counter
+    let srtPacketsDropped: Counter
     private let rtpDiscarded: [RTPDiscard: Counter]
     private let ringProblems: [RingProblem: Counter]
     private let takeovers: [TakeoverReason: Counter]
@@ -106,6 +114,9 @@ final class StreamMetrics: Sendable {
         datagramsLost = counter("datagrams_lost_total")
         acceptErrors = counter("accept_errors_total")
         rtpSourceChanges = counter("rtp_source_changes_total")
+        transportStreamContinuityErrors = counter("ts_continuity_errors_total")
+        srtPacketsLost = counter("srt_packets_lost_total")
+        srtPacketsDropped = counter("srt_packets_dropped_total")
         idleDisconnects = counter("idle_disconnects_total")
         rtpDiscarded = Dictionary(uniqueKeysWithValues: [RTPDiscard.probation, .sequenceJump, .otherSource].map {
             ($0, counter("rtp_packets_discarded_total", [("reason", $0.rawValue)]))
@@ -149,7 +160,8 @@ final class StreamMetrics: Sendable {
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
-                        picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects]
+                        picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects,
+                        transportStreamContinuityErrors, srtPacketsLost, srtPacketsDropped]
             + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
             + Array(ringProblems.values) + Array(takeovers.values) {
             counter.destroy()

@@ -71,9 +71,9 @@ final class StreamPipeline: @unchecked Sendable {
         worker.start()
         self.worker.withLockedValue { $0 = worker }
         let registry = SenderRegistry(policy: configuration.admissionPolicy, activity: activity)
-        let channel: Channel
+        let listener: Listener
         do {
-            channel = try await bind(worker: worker, registry: registry)
+            listener = try await bind(worker: worker, registry: registry)
         } catch {
             // Let go of the ring at once (the next reload's instance takes it over); it keeps its last frames.
             worker.stopAndWait()
@@ -99,8 +99,13 @@ final class StreamPipeline: @unchecked Sendable {
         } onCancel: { [stopRequested] in
             stopRequested.fire()
         }
-        try? await channel.close()
-        registry.closeActive()
+        switch listener {
+        case .channel(let channel):
+            try? await channel.close()
+            registry.closeActive()
+        case .srt(let srt):
+            srt.stop()
+        }
         worker.stopAndWait()
         // Let go of the ring now, not whenever the last reference goes: a changed stream's new instance takes it.
         let removing = removeRing.withLockedValue { $0 }
@@ -127,8 +132,27 @@ final class StreamPipeline: @unchecked Sendable {
         return try FrameRingWriter(configuration: configuration.ring(group: group)) { events.report($0) }
     }
 
-    private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Channel {
-        if configuration.listen.transport.isDatagram { return try await bindDatagrams(worker: worker) }
+    /// What a stream listens with: a NIO channel (tcp://, udp://, rtp://) or an SRT listener's thread.
+    private enum Listener {
+        case channel(Channel)
+        case srt(SRTListener)
+    }
+
+    private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Listener {
+        switch configuration.listen.transport {
+        case .srt:
+            let listener = try SRTListener(configuration: configuration, worker: worker, activity: activity, metrics: metrics,
+                                           logger: logger, inherited: inheritedDescriptor)
+            listener.start()
+            return .srt(listener)
+        case .udp, .rtp:
+            return .channel(try await bindDatagrams(worker: worker))
+        case .tcp:
+            return .channel(try await bindStream(worker: worker, registry: registry))
+        }
+    }
+
+    private func bindStream(worker: StreamWorker, registry: SenderRegistry) async throws -> Channel {
         let configuration = self.configuration
         let logger = self.logger
         let metrics = self.metrics
@@ -242,6 +266,7 @@ final class StreamPipeline: @unchecked Sendable {
         case .notAllowed: message = "connection refused: source not in allow"
         case .rateLimited: message = "connection refused: this source is over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
         case .secondSender: message = "second sender refused: the current sender is delivering video (second_sender = refuse)"
+        case .passphrase: message = "connection refused: encryption does not match passphrase"  // SRT only (SRTListenerThread)
         }
         logRefusal(key: reason.rawValue, "\(message) (remote \(remote?.description ?? "unknown"))")
     }

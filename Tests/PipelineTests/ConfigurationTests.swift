@@ -124,9 +124,34 @@ import Testing
         #expect(cam.rtpPayloadType == 97 && cam.rtpReorderWindow == 16)
     }
 
+    @Test func srtKeysAreReadAndThePassphraseIsNeverPrinted() throws {
+        let configuration = try ConfigurationLoader.parse("""
+            [[stream]]
+            name = "field"
+            listen = "srt://[::]:9000"
+            srt_delivery = "timed"
+            latency_ms = 400
+            passphrase = "a secret of twenty chars"
+            """, file: "srt.toml")
+        let field = configuration.streams[0]
+        #expect(field.listen == ListenAddress(transport: .srt, host: "::", port: 9000))
+        #expect(field.srt.delivery == .timed && field.srt.latencyMilliseconds == 400)
+        #expect(field.srt.passphrase == SRTPassphrase("a secret of twenty chars"))
+        let printed = "\(field) \(String(reflecting: field)) \(ConfigurationReport(configuration).lines)"
+        #expect(!printed.contains("a secret"), "\(printed)")
+        let plain = try ConfigurationLoader.parse("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:9000\"\n", file: "srt.toml")
+        #expect(plain.streams[0].srt.delivery == .arrival && plain.streams[0].srt.passphrase == nil)
+    }
+
     @Test(arguments: [
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nmax_widht = 5\n", 4, "unknown key 'max_widht'"),
-        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\n", 3, "scheme 'srt' is not supported"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"rist://127.0.0.1:1\"\n", 3, "scheme 'rist' is not supported"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\npassphrase = \"short\"\n", 4, "10 to 79 bytes"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\npassphrase = \"long enough secret\"\n", 4, "srt:// streams only"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\nlatency_ms = 200\n", 4, "srt_delivery = \"timed\""),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\nsrt_delivery = \"paced\"\n", 4, "arrival or timed"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp:// and rtp://"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"udp://127.0.0.1:5000\"\n", 6, "same UDP port"),
         ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\n", 1, "rtp:// needs codec"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:70000\"\n", 3, "port"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nhwaccel = \"metal\"\n", 4, "hwaccel must be"),

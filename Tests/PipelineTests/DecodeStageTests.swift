@@ -18,7 +18,7 @@ import Testing
             case .defect(let defect, let count, let total): other.append("\(defect.label) \(count)/\(total)")
             }
         }
-        for chunk in chunks { ingest.append(chunk, record) }
+        for chunk in chunks { ingest.append(chunk[...], record) }
         if flush { ingest.flush(record) }
         return (units, other)
     }

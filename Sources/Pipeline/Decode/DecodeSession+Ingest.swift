@@ -9,9 +9,15 @@ extension DecodeSession {
     // MARK: - Annex B (tcp://, udp://)
 
     func receive(_ bytes: [UInt8], at time: UInt64) {
-        arrivals.record(offset: annexB.bytesIn, time: time)
         bytesThisConnection += Int64(bytes.count)
         telemetry.received(bytes: bytes.count)
+        appendAnnexB(bytes[...], at: time)
+    }
+
+    /// Annex B bytes of the stream (all of a tcp:// or udp:// read, a PES payload of srt://). `mediaTimestamp`: the
+    /// presentation time of access units that begin in these bytes, when the transport says.
+    func appendAnnexB(_ bytes: ArraySlice<UInt8>, at time: UInt64, mediaTimestamp: Int64? = nil, recordingArrival: Bool = true) {
+        if recordingArrival { arrivals.record(offset: annexB.bytesIn, time: time, mediaTimestamp: mediaTimestamp) }
         annexB.append(bytes) { collect($0, at: time) }
         processCollectedUnits()
         // The next access unit's first bytes are in: close the one in progress now, not once that NAL unit is whole.

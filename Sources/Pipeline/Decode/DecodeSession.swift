@@ -22,6 +22,8 @@ final class DecodeSession {
     var annexB: AnnexBIngest
     /// For `rtp://` streams: NAL units come from RTP packets instead of Annex B bytes.
     var rtp: RTPIngest?
+    /// For `srt://` streams: the Annex B bytes come out of MPEG-TS.
+    var transportStream: TransportStreamIngest?
     var assembler: AccessUnitAssembler
     var decoder: StreamDecoder!
     var parts = PictureInParts()
@@ -40,6 +42,7 @@ final class DecodeSession {
     var nalUnitScratch: [NALUnit] = []
     var eventScratch: [AssemblerEvent] = []
     var rtpEventScratch: [RTPIngest.Event] = []
+    var transportStreamEventScratch: [TransportStreamEvent] = []
     /// Fault injection, for testing the watchdog: `STREAMRECVD_FAULT_STALL_DECODE_SECONDS=N` makes the decode
     /// thread stall N seconds when the first sender connects, as a wedged decoder would.
     private var injectedStall = getenv("STREAMRECVD_FAULT_STALL_DECODE_SECONDS").flatMap { Double(String(cString: $0)) }
@@ -78,6 +81,9 @@ final class DecodeSession {
                 worker.bytePool.recycle(bytes)
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
+                worker.bytePool.recycle(bytes)
+            case .transportStream(let bytes, let time, let id):
+                if id == connection { receiveTransportStream(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
             case .datagramsLost(let id):
                 if id == connection { noteLoss(at: annexB.bytesIn) }
@@ -118,7 +124,14 @@ final class DecodeSession {
             rtp = RTPIngest(codec: codec, payloadType: configuration.rtpPayloadType,
                             maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
         }
-        publisher.writer.setPTSClockRate(configuration.listen.transport == .rtp ? configuration.rtpClockRate : 0)
+        // A fresh demuxer per caller: it learns the program anew from the PAT and PMT.
+        transportStream = configuration.listen.transport == .srt ? TransportStreamIngest() : nil
+        let clockRate: UInt32 = switch configuration.listen.transport {
+        case .rtp: configuration.rtpClockRate
+        case .srt: 90000  // PES timestamps
+        case .tcp, .udp: 0
+        }
+        publisher.writer.setPTSClockRate(clockRate)
         telemetry.count(.connection)
         telemetry.setState(.streaming)
         telemetry.log(.info, key: "connected", "sender connected (remote \(remote))")

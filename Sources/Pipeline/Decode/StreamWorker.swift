@@ -26,6 +26,8 @@ final class StreamWorker: Sendable {
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// One RTP packet.
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// MPEG-TS bytes (srt://: one or more SRT messages).
+        case transportStream([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// udp://: datagrams of this sender were lost before reaching the queue, just here.
         case datagramsLost(ConnectionID)
         /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
@@ -65,30 +67,13 @@ final class StreamWorker: Sendable {
         backlogHighWater = max(8 << 20, 2 * configuration.maxAccessUnitBytes)
     }
 
-    /// Starts the decode thread (a thread of its own: never Swift's cooperative pool, never the network event
-    /// loop). The thread holds this worker until it ends.
+    /// Starts the decode thread. The thread holds this worker until it ends.
     func start() {
-        let start = ThreadStart { [self] in
-            nameThread()
+        runOnDedicatedThread(named: "decode-\(configuration.name)") { [self] in
             DecodeSession(worker: self).run()
             finished.lock()
             finished.unlock(withValue: true)
         }
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { context in
-            Unmanaged<ThreadStart>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, Unmanaged.passRetained(start).toOpaque())
-        precondition(created == 0, "cannot start the decode thread: \(String(cString: strerror(created)))")
-        pthread_detach(thread)
-    }
-
-    /// Named for top -H and perf (15 characters at most); pthread_setname_np is not visible from Swift here.
-    private func nameThread() {
-        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
-        guard descriptor >= 0 else { return }
-        _ = String("decode-\(configuration.name)".prefix(15)).withCString { write(descriptor, $0, strlen($0)) }
-        close(descriptor)
     }
 
     func enqueue(_ work: Work) { queue.push(work) }
@@ -101,9 +86,11 @@ final class StreamWorker: Sendable {
     /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        let work: Work = configuration.listen.transport == .rtp
-            ? .rtp(bytes, receivedAt: time, connection: connection)
-            : .bytes(bytes, receivedAt: time, connection: connection)
+        let work: Work = switch configuration.listen.transport {
+        case .rtp: .rtp(bytes, receivedAt: time, connection: connection)
+        case .srt: .transportStream(bytes, receivedAt: time, connection: connection)
+        case .tcp, .udp: .bytes(bytes, receivedAt: time, connection: connection)
+        }
         return queue.push(work, bytes: bytes.count) < backlogHighWater
     }
 
@@ -144,10 +131,4 @@ final class StreamWorker: Sendable {
         let now = MonotonicClock.nanoseconds()
         return now < since || now - since < limit
     }
-}
-
-/// What a new thread runs, handed to pthread_create as an opaque pointer.
-private final class ThreadStart {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
 }

@@ -24,7 +24,7 @@ struct AnnexBIngest {
     /// whether it begins the next access unit.
     var unitInProgress: ArraySlice<UInt8>? { splitter.unitInProgress }
 
-    mutating func append(_ bytes: [UInt8], _ emit: (Event) -> Void) {
+    mutating func append(_ bytes: ArraySlice<UInt8>, _ emit: (Event) -> Void) {
         let before = splitter.statistics
         splitter.append(bytes) { emit(.nalUnit($0)) }
         report(since: before, emit)

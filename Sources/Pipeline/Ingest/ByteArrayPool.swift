@@ -18,9 +18,15 @@ final class ByteArrayPool: Sendable {
 
     /// The readable bytes of `buffer` in a recycled array (or a new one when none is free).
     func copy(_ buffer: ByteBuffer) -> [UInt8] {
+        var bytes = take()
+        buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// An empty recycled array (or a new one when none is free), for a reader that fills it itself.
+    func take() -> [UInt8] {
         var bytes = free.withLockedValue { $0.popLast() } ?? []
         bytes.removeAll(keepingCapacity: true)
-        buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
         return bytes
     }
 

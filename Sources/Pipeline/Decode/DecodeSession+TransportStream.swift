@@ -1,0 +1,72 @@
+import Bitstream
+import CoreMetrics
+import Logging
+
+/// srt://: MPEG-TS to the video's Annex B bytes, on the decode thread. Each PES packet holds one access unit, so
+/// the start of a PES packet ends the one before it, and a PES packet that declares its length ends its access unit
+/// with its last byte. The Annex B rule (the next unit's first bytes end the one in progress) still applies inside.
+extension DecodeSession {
+    func receiveTransportStream(_ bytes: [UInt8], at time: UInt64) {
+        bytesThisConnection += Int64(bytes.count)
+        telemetry.received(bytes: bytes.count)
+        guard transportStream != nil else { return }
+        transportStream!.recordNextArrival = true
+        transportStream!.demuxer.append(bytes) { transportStreamEventScratch.append($0) }
+        for index in transportStreamEventScratch.indices {
+            handle(transportStreamEventScratch[index], at: time)
+        }
+        // Emptied only now: the payloads in it are views of `bytes` and of the demuxer's carry buffer.
+        transportStreamEventScratch.removeAll(keepingCapacity: true)
+    }
+
+    private func handle(_ event: TransportStreamEvent, at time: UInt64) {
+        switch event {
+        case .pesStart(let pts):
+            endPESPacket()
+            transportStream!.pts = pts.map { transportStream!.unwrap($0) }
+            transportStream!.recordNextArrival = true
+        case .payload(let bytes):
+            let record = transportStream!.recordNextArrival
+            transportStream!.recordNextArrival = false
+            appendAnnexB(bytes, at: time, mediaTimestamp: transportStream!.pts, recordingArrival: record)
+        case .pesEnd:
+            endPESPacket()
+        case .videoLost:
+            telemetry.metrics.transportStreamContinuityErrors.increment()
+            noteLoss(at: annexB.bytesIn)
+            telemetry.log(.warning, key: "ts-loss", now: time,
+                          "MPEG-TS video packets lost (continuity counter gap; \(transportStream!.demuxer.statistics.continuityErrors) so far)")
+        case .discarded(let reason, let bytes):
+            telemetry.metrics.discardedBytes.increment(by: Int64(bytes))
+            telemetry.log(.warning, key: "ts-\(reason.rawValue)", now: time, "MPEG-TS bytes discarded: \(Self.explanation(reason))")
+        case .videoStream(let codec, let pid):
+            if let configured = configuration.codec, configured != codec {
+                telemetry.log(.error, key: "ts-codec", now: time,
+                              "the sender's MPEG-TS carries \(codec.rawValue) video (PID \(pid)) but codec = \"\(configured.rawValue)\": set codec = \"auto\" or \"\(codec.rawValue)\"")
+            } else {
+                telemetry.log(.info, key: "ts-program", now: time, "MPEG-TS program: \(codec.rawValue) video on PID \(pid)")
+            }
+        case .noSupportedVideo(let types):
+            let names = types.map { "0x" + String($0, radix: 16) }.joined(separator: ", ")
+            telemetry.log(.error, key: "ts-no-video", now: time,
+                          "the sender's MPEG-TS program has no H.264 or H.265 stream (stream types: \(names.isEmpty ? "none" : names)): nothing to decode")
+        }
+    }
+
+    /// The PES packet is over: its last NAL unit is whole, and so is its access unit.
+    private func endPESPacket() {
+        annexB.flush { collect($0) }
+        processCollectedUnits()
+        endAccessUnit()
+    }
+
+    private static func explanation(_ reason: TransportStreamDrop) -> String {
+        switch reason {
+        case .lostSync: return "not 188-byte packets starting with 0x47 (not MPEG-TS, or cut packets)"
+        case .transportError: return "packets marked damaged (transport error indicator)"
+        case .scrambled: return "video packets are scrambled (TS-level encryption cannot be decoded)"
+        case .malformedSection: return "a PAT or PMT section is cut or fails its CRC"
+        case .outsidePES: return "video bytes outside a PES packet (joined mid-packet, or after a PES packet's declared end)"
+        }
+    }
+}

@@ -1,0 +1,218 @@
+import CSRT
+import CoreMetrics
+import Decoding
+import Glibc
+import Logging
+import NIOCore
+import SharedFrames
+
+/// The SRT listener's thread: one epoll loop over the listening socket and the caller streaming now. Made for that
+/// thread and never shared (not Sendable): the caller, the refusal log and the rate limiter live here alone.
+final class SRTListenerThread {
+    private struct Caller {
+        var socket: SRTSOCKET
+        var id: ConnectionID
+        var admittedAt: UInt64
+    }
+
+    private let owner: SRTListener
+    private let configuration: StreamConfiguration
+    private let worker: StreamWorker
+    private let activity: SenderActivity
+    private let metrics: StreamMetrics
+    private let listener: SRTSOCKET
+    private let epoll: Int32
+    private var caller: Caller?
+    private var nextID: ConnectionID = 1
+    private var limiter: PerSourceRateLimiter
+    private var log: RateLimitedLogger
+    private var nextStatistics: UInt64 = 0
+    /// One SRT message at a time is read into this, then appended to the bytes for the decode thread.
+    private var message = [UInt8](repeating: 0, count: 1500)
+
+    init(_ owner: SRTListener) {
+        self.owner = owner
+        (configuration, worker, activity, metrics, _, listener) = owner.context
+        limiter = PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond)
+        log = RateLimitedLogger(logger: owner.context.logger)
+        epoll = srt_epoll_create()
+        var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
+        srt_epoll_add_usock(epoll, listener, &events)
+    }
+
+    func run() {
+        var events = [SRT_EPOLL_EVENT](repeating: SRT_EPOLL_EVENT(), count: 4)
+        while !owner.shouldStop {
+            // 100 ms: how long a stop or a reload waits for this thread at most.
+            let ready = Int(srt_epoll_uwait(epoll, &events, Int32(events.count), 100))
+            let now = MonotonicClock.nanoseconds()
+            for event in events.prefix(max(0, ready)) {
+                if event.fd == listener {
+                    acceptCaller(now: now)
+                } else if let current = caller, event.fd == current.socket {
+                    receive(from: current, now: now)
+                }
+            }
+            checkCaller(now: now)
+        }
+        if let caller { close(caller) }
+        srt_epoll_release(epoll)
+        owner.threadEnded()
+    }
+
+    // MARK: - Callers
+
+    /// One pending caller (epoll reports the listener again while more are waiting: a non-blocking accept with none
+    /// left would only make libsrt log an error).
+    private func acceptCaller(now: UInt64) {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let socket = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_accept(listener, $0, &length) }
+        }
+        guard socket != SRT_INVALID_SOCK else { return }
+        admit(socket, from: Self.address(storage), now: now)
+    }
+
+    private func admit(_ socket: SRTSOCKET, from address: SocketAddress?, now: UInt64) {
+        let remote = address?.description ?? "unknown"
+        if !configuration.allow.allows(address) {
+            return refuse(socket, .notAllowed, "SRT caller refused: source not in allow (remote \(remote))")
+        }
+        if !limiter.admit(address, now: now) {
+            return refuse(socket, .rateLimited, "SRT caller refused: this source is over max_connections_per_second (\(configuration.maxConnectionsPerSecond)) (remote \(remote))")
+        }
+        if let problem = encryptionProblem(socket) {
+            // Limited per kind of mismatch: a wrong passphrase must not hide an unencrypted caller's line.
+            return refuse(socket, .passphrase, key: "passphrase-\(problem.prefix(12))", "SRT caller refused: \(problem) (remote \(remote))")
+        }
+        let quiet = caller.map {
+            SenderDeadlines.quiet(admittedAt: $0.admittedAt, lastProgress: activity.lastProgress(of: $0.id), now: now)
+        }
+        switch configuration.admissionPolicy.decide(currentQuietFor: quiet) {
+        case .refuse:
+            return refuse(socket, .secondSender, "second SRT caller refused: the current one is delivering video (second_sender = refuse) (remote \(remote))")
+        case .takeOver(let staleFor):
+            metrics.takeover(staleFor == nil ? .policy : .stale)
+            let why = staleFor.map { "the current one delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s" }
+                ?? "second_sender = takeover"
+            log.log(.warning, key: "takeover", now: now, "new SRT caller takes over (\(why)) (remote \(remote))")
+            // The decode thread ends the old caller's session when the new one's begins.
+            if let current = caller { close(current) }
+        case .admit:
+            break
+        }
+        let id = nextID
+        nextID += 1
+        caller = Caller(socket: socket, id: id, admittedAt: now)
+        var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
+        srt_epoll_add_usock(epoll, socket, &events)
+        worker.enqueue(.connected(id, remote: "srt \(remote)"))
+    }
+
+    /// Why the caller's encryption does not match `passphrase`; nil when it does. With encryption not enforced,
+    /// the handshake's outcome is left for this to read: a caller with another passphrase is "bad secret".
+    private func encryptionProblem(_ socket: SRTSOCKET) -> String? {
+        let state = streamrecv_srt_get_int(socket, SRTO_RCVKMSTATE)
+        if configuration.srt.passphrase != nil {
+            switch UInt32(bitPattern: state) {
+            case SRT_KM_S_SECURED.rawValue: return nil
+            case SRT_KM_S_BADSECRET.rawValue: return "wrong passphrase"
+            case SRT_KM_S_UNSECURED.rawValue: return "it does not encrypt, and this stream has a passphrase"
+            default: return "encryption not established (key material state \(state))"
+            }
+        }
+        return state == Int32(SRT_KM_S_UNSECURED.rawValue) ? nil : "it encrypts, and this stream has no passphrase"
+    }
+
+    private func refuse(_ socket: SRTSOCKET, _ reason: StreamMetrics.RefusalReason, key: String? = nil, _ message: String) {
+        srt_close(socket)
+        metrics.refused(reason)
+        log.log(.warning, key: key ?? reason.rawValue, now: MonotonicClock.nanoseconds(), message)
+    }
+
+    // MARK: - Receiving
+
+    /// Every message the caller has ready, as one array for the decode thread.
+    private func receive(from current: Caller, now: UInt64) {
+        var bytes = worker.bytePool.take()
+        var failure: Int32?
+        while bytes.count < 256 << 10 {
+            let count = message.withUnsafeMutableBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { srt_recvmsg(current.socket, $0.baseAddress, Int32($0.count)) }
+            }
+            if count > 0 {
+                bytes.append(contentsOf: message[0..<Int(count)])
+                continue
+            }
+            let code = srt_getlasterror(nil)
+            if code != Int32(SRT_EASYNCRCV.rawValue) { failure = code }
+            break
+        }
+        if !bytes.isEmpty {
+            if worker.acceptsMoreBytes {
+                _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: current.id)
+            } else {
+                // SRT cannot be held back: dropped here, the gap shows as lost TS packets on the decode thread.
+                metrics.datagramsLost.increment()
+                worker.bytePool.recycle(bytes)
+            }
+        } else {
+            worker.bytePool.recycle(bytes)
+        }
+        if let failure {
+            let reason: DisconnectReason = failure == Int32(SRT_ECONNLOST.rawValue) || failure == Int32(SRT_EINVSOCK.rawValue)
+                ? .closedBySender : .connectionError(String(cString: srt_getlasterror_str()))
+            end(current, reason: reason)
+        }
+    }
+
+    /// The caller's idle deadline, and libsrt's loss counters once a second.
+    private func checkCaller(now: UInt64) {
+        guard let current = caller else { return }
+        if now >= nextStatistics {
+            nextStatistics = now + 1_000_000_000
+            collectStatistics(current, now: now)
+        }
+        let timeout = configuration.admissionPolicy.deadlines.idleTimeout
+        let quiet = SenderDeadlines.quiet(admittedAt: current.admittedAt, lastProgress: activity.lastProgress(of: current.id), now: now)
+        if timeout > 0 && quiet > timeout {
+            metrics.idleDisconnects.increment()
+            end(current, reason: .idle(seconds: Double(quiet) / 1e9))
+        }
+    }
+
+    private func collectStatistics(_ current: Caller, now: UInt64) {
+        var statistics = SRT_TRACEBSTATS()
+        guard srt_bstats(current.socket, &statistics, 1) == 0 else { return }
+        if statistics.pktRcvLoss > 0 { metrics.srtPacketsLost.increment(by: Int64(statistics.pktRcvLoss)) }
+        if statistics.pktRcvDrop > 0 {
+            metrics.srtPacketsDropped.increment(by: Int64(statistics.pktRcvDrop))
+            log.log(.warning, key: "srt-drop", now: now,
+                    "SRT gave up on \(statistics.pktRcvDrop) packet(s) that came too late (latency_ms = \(configuration.srt.latencyMilliseconds), round trip \(String(statistics.msRTT, decimals: 1)) ms): raise latency_ms to about 4 round trips, or use srt_delivery = \"arrival\"")
+        }
+    }
+
+    private func end(_ current: Caller, reason: DisconnectReason) {
+        collectStatistics(current, now: MonotonicClock.nanoseconds())
+        close(current)
+        worker.enqueue(.disconnected(current.id, reason: reason))
+    }
+
+    private func close(_ current: Caller) {
+        srt_epoll_remove_usock(epoll, current.socket)
+        srt_close(current.socket)
+        if caller?.id == current.id { caller = nil }
+    }
+
+    private static func address(_ storage: sockaddr_storage) -> SocketAddress? {
+        let family = Int32(storage.ss_family)
+        return withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return SocketAddress(raw.load(as: sockaddr_in.self))
+            case AF_INET6: return SocketAddress(raw.load(as: sockaddr_in6.self))
+            default: return nil
+            }
+        }
+    }
+}
