@@ -45,6 +45,8 @@ final class SRTListenerThread {
         while !owner.shouldStop {
             // 100 ms: how long a stop or a reload waits for this thread at most.
             let ready = Int(srt_epoll_uwait(epoll, &events, Int32(events.count), 100))
+            // An error returns at once: waiting out the period keeps a broken epoll from spinning a core.
+            if ready < 0 { usleep(100_000) }
             let now = MonotonicClock.nanoseconds()
             for event in events.prefix(max(0, ready)) {
                 if event.fd == listener {
