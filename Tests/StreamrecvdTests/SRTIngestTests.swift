@@ -132,4 +132,33 @@ import Testing
         #expect(difference == nil, "\(difference ?? "")")
         #expect(daemon.isRunning)
     }
+
+    /// Socket activation: systemd-socket-activate owns the UDP socket and starts the daemon on the caller's first
+    /// handshake packet; the SRT listener adopts the socket (srt_bind_acquire), and the caller, retrying its
+    /// handshake, gets through.
+    @Test func socketActivation() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let clip = try Self.clip(codec: "h264", in: directory)
+        let daemon = try DaemonProcess(label: "srtactivate", settings: [
+            "max_width": "320", "max_height": "240", "slots": String(Self.frames + 8),
+        ], transport: "srt", start: false)
+        let activationPort = freePort()
+        let activator = try spawn("/usr/bin/systemd-socket-activate", [
+            "--datagram", "-l", "127.0.0.1:\(activationPort)", "--fdname=\(daemon.name)", tool("streamrecvd"),
+            "--config", daemon.configPath,
+        ], log: daemon.logPath)
+        defer {
+            kill(activator, SIGTERM)
+            var status: Int32 = 0
+            waitpid(activator, &status, 0)
+        }
+        let record = directory.appendingPathComponent("sent.ts").path
+        var sent = try Self.send(clip, to: "srt://127.0.0.1:\(activationPort)?connect_timeout=10000", record: record)
+        // A caller that gave up while the daemon was still starting tries again, as encoders do.
+        if sent.status != 0 { sent = try Self.send(clip, to: "srt://127.0.0.1:\(activationPort)", record: record) }
+        #expect(sent.status == 0, "ffmpeg: \(sent.text)\n\(daemon.log.suffix(2000))")
+        #expect(daemon.waitUntilPublished(UInt64(Self.frames), timeout: 30), "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.contains("inherited socket"))
+        #expect(daemon.log.contains("MPEG-TS program: h264 video on PID"))
+    }
 }

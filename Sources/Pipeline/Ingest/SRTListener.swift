@@ -57,8 +57,12 @@ final class SRTListener: Sendable {
         do {
             try Self.configure(listener, configuration.srt)
             if let inherited {
-                defer { close(inherited) }  // libsrt keeps its own duplicate
-                try Self.check(srt_bind_acquire(listener, inherited), "adopting the inherited socket")
+                // Acquired: libsrt owns the descriptor from here on and closes it with the listener.
+                if srt_bind_acquire(listener, inherited) == SRT_ERROR {
+                    let error = SRTError.call("adopting the inherited socket: \(String(cString: srt_getlasterror_str()))")
+                    close(inherited)
+                    throw error
+                }
             } else {
                 try Self.bind(listener, host: configuration.listen.host, port: configuration.listen.port)
             }
