@@ -5,16 +5,18 @@ public enum TransportStreamEvent: Sendable, Equatable {
     case videoStream(codec: VideoCodec, pid: UInt16)
     /// The program has no H.264 or H.265 stream; its streams' types, in order. Reported once per program map.
     case noSupportedVideo(streamTypes: [UInt8])
-    /// A PES packet of the video stream begins: the one before it, if any, is complete. `pts`: 90 kHz ticks.
-    case pesStart(pts: Int64?)
+    /// A PES packet of the video stream begins. `startsAccessUnit`: its header says an access unit begins in it
+    /// (a PTS, or data_alignment_indicator), so the access unit before it is complete; otherwise it continues one
+    /// (13818-1 lets an access unit span PES packets). `pts`: 90 kHz ticks.
+    case pesStart(pts: Int64?, startsAccessUnit: Bool)
     /// Bytes of the video stream's PES payload (Annex B), in order.
     case payload(ArraySlice<UInt8>)
     /// The PES packet declared its length and all of it is in: its access unit is complete now, without waiting for
     /// the next one to begin.
     case pesEnd
-    /// Packets of the video stream were lost (a continuity counter gap) or a PES header was unusable: the video
-    /// bytes have a hole here.
-    case videoLost
+    /// The video bytes have a hole here: packets of the video stream were lost (`continuityGap`), or a PES packet
+    /// was cut off (an unusable header, the program switching to another stream mid-packet).
+    case videoLost(continuityGap: Bool)
     /// Bytes that were not used, and why.
     case discarded(TransportStreamDrop, bytes: Int)
 }
@@ -30,6 +32,8 @@ public enum TransportStreamDrop: String, Sendable, Equatable, CaseIterable {
     case malformedSection = "malformed_section"
     /// Video bytes before the first PES header (a sender joined mid-packet), or after a PES packet's declared end.
     case outsidePES = "outside_pes"
+    /// A video PES header that cannot be used (cut, wrong start code, lengths that disagree): its packet is lost.
+    case malformedPES = "malformed_pes"
 }
 
 /// MPEG-TS (ISO/IEC 13818-1) to the Annex B bytes of one video stream: PAT, then PMT, then the PES packets of the
@@ -193,7 +197,7 @@ public struct TransportStreamDemuxer {
         statistics.continuityErrors += 1
         // A lost packet may have held part of this PES packet: its declared length no longer says where it ends.
         if case .inPES = pes { pes = .inPES(remaining: nil) }
-        emit(.videoLost)
+        emit(.videoLost(continuityGap: true))
     }
 
     // MARK: - PES
@@ -205,11 +209,11 @@ public struct TransportStreamDemuxer {
             guard let header = PESHeader(payload) else {
                 // The access unit is lost with its header; its bytes are skipped up to the next PES packet.
                 pes = .waitingForStart
-                discard(.outsidePES, bytes: payload.count, emit)
-                emit(.videoLost)
+                discard(.malformedPES, bytes: payload.count, emit)
+                emit(.videoLost(continuityGap: false))
                 return
             }
-            emit(.pesStart(pts: header.pts))
+            emit(.pesStart(pts: header.pts, startsAccessUnit: header.pts != nil || header.dataAligned))
             pes = .inPES(remaining: header.payloadLength)
             payload = payload[(payload.startIndex + header.headerLength)...]
         }
@@ -264,6 +268,8 @@ public struct TransportStreamDemuxer {
             guard let codec = Self.codec(streamType: type) else { continue }
             reportedUnsupported = nil
             if pid != videoPID || codec != videoCodec {
+                // The old stream's PES packet in progress will never end: its access unit is cut off.
+                if case .inPES = pes { emit(.videoLost(continuityGap: false)) }
                 videoPID = pid
                 videoCodec = codec
                 lastContinuity = nil
@@ -294,6 +300,8 @@ struct PESHeader {
     /// Payload bytes the packet declares; nil when unbounded (PES_packet_length 0).
     var payloadLength: Int?
     var pts: Int64?
+    /// data_alignment_indicator: the payload begins with an access unit (or a NAL unit, for some muxers).
+    var dataAligned: Bool
 
     init?(_ bytes: ArraySlice<UInt8>) {
         let base = bytes.startIndex
@@ -302,6 +310,7 @@ struct PESHeader {
         // Video stream IDs (0xE0–0xEF) and extended ones (0xFD, used for HEVC by some muxers) carry the optional header.
         guard streamID & 0xf0 == 0xe0 || streamID == 0xfd, bytes[base + 6] & 0xc0 == 0x80 else { return nil }
         let declared = Int(bytes[base + 4]) << 8 | Int(bytes[base + 5])
+        dataAligned = bytes[base + 6] & 0x04 != 0
         let dataLength = Int(bytes[base + 8])
         headerLength = 9 + dataLength
         guard bytes.count >= headerLength else { return nil }

@@ -143,7 +143,12 @@ final class StreamPipeline: @unchecked Sendable {
         case .srt:
             let listener = try SRTListener(configuration: configuration, worker: worker, activity: activity, metrics: metrics,
                                            logger: logger, inherited: inheritedDescriptor)
-            listener.start()
+            do {
+                try listener.start()
+            } catch {
+                listener.threadEnded()  // closes the listening socket; no thread was started
+                throw error
+            }
             return .srt(listener)
         case .udp, .rtp:
             return .channel(try await bindDatagrams(worker: worker))

@@ -8,6 +8,7 @@ import Testing
     struct Demuxed {
         var payload: [UInt8] = []
         var pesStarts = 0
+        var continuations = 0
         var pesEnds = 0
         var losses = 0
         var pts: [Int64] = []
@@ -27,11 +28,12 @@ import Testing
             demuxer.append(Array(bytes[position..<end])) { event in
                 switch event {
                 case .payload(let bytes): result.payload += bytes
-                case .pesStart(let pts):
+                case .pesStart(let pts, let startsAccessUnit):
                     result.pesStarts += 1
+                    if !startsAccessUnit { result.continuations += 1 }
                     if let pts { result.pts.append(pts) }
                 case .pesEnd: result.pesEnds += 1
-                case .videoLost: result.losses += 1
+                case .videoLost(let gap): result.losses += gap ? 1 : 1000
                 case .discarded(let reason, let count): result.discarded[reason, default: 0] += count
                 case .videoStream, .noSupportedVideo: result.streams.append(event)
                 }
@@ -60,7 +62,7 @@ import Testing
         for sizes in [[ts.count], [1316], [1, 187, 188, 189, 7, 1000], [1]] {
             let result = Self.demux(ts, chunkSizes: sizes)
             #expect(result.payload == video, "chunks \(sizes.prefix(3))")
-            #expect(result.pesStarts == 30)
+            #expect(result.pesStarts == 30 && result.continuations == 0)
             #expect(result.losses == 0)
             #expect(result.discarded.isEmpty)
             #expect(result.streams.count == 1)
@@ -117,6 +119,25 @@ import Testing
         #expect(result.discarded[.transportError] == 188)
         #expect(result.streams == [.videoStream(codec: .h264, pid: 0x101)])
         #expect(result.payload.isEmpty)
+    }
+
+    /// A PES packet without PTS or alignment continues the access unit before it; an unusable PES header and a
+    /// program that switches streams mid-packet are holes, not continuity gaps.
+    @Test func continuationsBrokenHeadersAndProgramSwitches() {
+        var bytes = Self.pat(pmtPID: 0x100) + Self.pmt(streams: [(0x1b, 0x101)])
+        let start: [UInt8] = [0, 0, 1, 0xe0, 0, 0, 0x80, 0x80, 5, 0x21, 0, 0x01, 0, 0x01, 0, 0, 0, 1, 0x09, 0xf0]
+        let continuation: [UInt8] = [0, 0, 1, 0xe0, 0, 0, 0x80, 0x00, 0, 0xaa, 0xbb]
+        let broken: [UInt8] = [0, 0, 1, 0xe0, 0, 0, 0x00, 0x80, 5]  // the marker bits of the optional header are not 10
+        bytes += Self.packet(pid: 0x101, unitStart: true, continuity: 0, payload: start)
+        bytes += Self.packet(pid: 0x101, unitStart: true, continuity: 1, payload: continuation)
+        bytes += Self.packet(pid: 0x101, unitStart: true, continuity: 2, payload: broken)
+        bytes += Self.packet(pid: 0x101, unitStart: true, continuity: 3, payload: start)
+        bytes += Self.pmt(streams: [(0x24, 0x102)])
+        let result = Self.demux(bytes, chunkSizes: [188])
+        #expect(result.pesStarts == 3 && result.continuations == 1)
+        #expect(result.losses == 2000, "two holes, no continuity gap: \(result.losses)")
+        #expect(result.discarded[.malformedPES] == 184)
+        #expect(result.streams == [.videoStream(codec: .h264, pid: 0x101), .videoStream(codec: .h265, pid: 0x102)])
     }
 
     // MARK: - Hand-made packets

@@ -2,9 +2,9 @@ import Bitstream
 import CoreMetrics
 import Logging
 
-/// srt://: MPEG-TS to the video's Annex B bytes, on the decode thread. Each PES packet holds one access unit, so
-/// the start of a PES packet ends the one before it, and a PES packet that declares its length ends its access unit
-/// with its last byte. The Annex B rule (the next unit's first bytes end the one in progress) still applies inside.
+/// srt://: MPEG-TS to the video's Annex B bytes, on the decode thread. A PES packet whose header has a PTS (or says
+/// its data is aligned) begins an access unit, so its start ends the one before it: the same moment as tcp://, where
+/// the next access unit's first bytes end one. The Annex B rule (the next unit's first bytes end the one in progress) still applies inside.
 extension DecodeSession {
     func receiveTransportStream(_ bytes: [UInt8], at time: UInt64) {
         bytesThisConnection += Int64(bytes.count)
@@ -21,7 +21,9 @@ extension DecodeSession {
 
     private func handle(_ event: TransportStreamEvent, at time: UInt64) {
         switch event {
-        case .pesStart(let pts):
+        case .pesStart(let pts, let startsAccessUnit):
+            // A continuation (no PTS, not aligned) goes on with the access unit in progress, its bytes unflushed.
+            guard startsAccessUnit else { return }
             endPESPacket()
             transportStream!.pts = pts.map { transportStream!.unwrap($0) }
             transportStream!.recordNextArrival = true
@@ -30,16 +32,28 @@ extension DecodeSession {
             transportStream!.recordNextArrival = false
             appendAnnexB(bytes, at: time, mediaTimestamp: transportStream!.pts, recordingArrival: record)
         case .pesEnd:
-            endPESPacket()
-        case .videoLost:
-            telemetry.metrics.transportStreamContinuityErrors.increment()
+            // Not an end of the access unit: the next PES packet may continue it (and a NAL unit with it). Closing
+            // here would be a guess, and a wrong guess damages the frame.
+            break
+        case .videoLost(let continuityGap):
             noteLoss(at: annexB.bytesIn)
-            telemetry.log(.warning, key: "ts-loss", now: time,
-                          "MPEG-TS video packets lost (continuity counter gap; \(transportStream!.demuxer.statistics.continuityErrors) so far)")
+            if continuityGap {
+                telemetry.metrics.transportStreamContinuityErrors.increment()
+                telemetry.log(.warning, key: "ts-loss", now: time,
+                              "MPEG-TS video packets lost (continuity counter gap; \(transportStream!.demuxer.statistics.continuityErrors) so far)")
+            }
         case .discarded(let reason, let bytes):
             telemetry.metrics.discardedBytes.increment(by: Int64(bytes))
             telemetry.log(.warning, key: "ts-\(reason.rawValue)", now: time, "MPEG-TS bytes discarded: \(Self.explanation(reason))")
         case .videoStream(let codec, let pid):
+            if transportStream!.hasVideoStream {
+                // Another stream now: what came before is decoded to its end, and the new one starts afresh (with
+                // codec = auto, detected again), as a new RTP source does.
+                finishInput()
+                startAfresh()
+                telemetry.log(.warning, key: "ts-switch", now: time, "MPEG-TS program now names another video stream: resynchronised")
+            }
+            transportStream!.hasVideoStream = true
             if let configured = configuration.codec, configured != codec {
                 telemetry.log(.error, key: "ts-codec", now: time,
                               "the sender's MPEG-TS carries \(codec.rawValue) video (PID \(pid)) but codec = \"\(configured.rawValue)\": set codec = \"auto\" or \"\(codec.rawValue)\"")
@@ -67,6 +81,7 @@ extension DecodeSession {
         case .scrambled: return "video packets are scrambled (TS-level encryption cannot be decoded)"
         case .malformedSection: return "a PAT or PMT section is cut or fails its CRC"
         case .outsidePES: return "video bytes outside a PES packet (joined mid-packet, or after a PES packet's declared end)"
+        case .malformedPES: return "a video PES header that cannot be used (its access unit is lost)"
         }
     }
 }

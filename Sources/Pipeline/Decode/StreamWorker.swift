@@ -28,7 +28,7 @@ final class StreamWorker: Sendable {
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// MPEG-TS bytes (srt://: one or more SRT messages).
         case transportStream([UInt8], receivedAt: UInt64, connection: ConnectionID)
-        /// udp://: datagrams of this sender were lost before reaching the queue, just here.
+        /// udp://: datagrams of this sender were lost before reaching the queue, just here (srt://: SRT messages).
         case datagramsLost(ConnectionID)
         /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
         case lossWindow(ConnectionID, open: Bool)

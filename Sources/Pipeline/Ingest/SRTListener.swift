@@ -116,8 +116,8 @@ final class SRTListener: Sendable {
 
     // MARK: - Thread
 
-    func start() {
-        let thread = SRTListenerThread(self)
+    func start() throws {
+        let thread = try SRTListenerThread(self)
         runOnDedicatedThread(named: "srt-\(configuration.name)") { thread.run() }
     }
 

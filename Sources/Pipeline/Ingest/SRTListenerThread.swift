@@ -30,14 +30,20 @@ final class SRTListenerThread {
     /// One SRT message at a time is read into this, then appended to the bytes for the decode thread.
     private var message = [UInt8](repeating: 0, count: 1500)
 
-    init(_ owner: SRTListener) {
+    /// Throws when libsrt cannot make the epoll set: the stream then fails to start, and says why.
+    init(_ owner: SRTListener) throws {
         self.owner = owner
         (configuration, worker, activity, metrics, _, listener) = owner.context
         limiter = PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond)
         log = RateLimitedLogger(logger: owner.context.logger)
         epoll = srt_epoll_create()
+        guard epoll >= 0 else { throw SRTError.call("srt_epoll_create: \(String(cString: srt_getlasterror_str()))") }
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
-        srt_epoll_add_usock(epoll, listener, &events)
+        guard srt_epoll_add_usock(epoll, listener, &events) == 0 else {
+            let error = SRTError.call("srt_epoll_add_usock: \(String(cString: srt_getlasterror_str()))")
+            srt_epoll_release(epoll)
+            throw error
+        }
     }
 
     func run() {
@@ -155,8 +161,12 @@ final class SRTListenerThread {
             if worker.acceptsMoreBytes {
                 _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: current.id)
             } else {
-                // SRT cannot be held back: dropped here, the gap shows as lost TS packets on the decode thread.
+                // SRT cannot be held back: dropped here, and said to the decode thread, which marks the frames the
+                // hole damages (a continuity counter gap would miss a multiple of 16 lost packets).
                 metrics.datagramsLost.increment()
+                worker.enqueue(.datagramsLost(current.id))
+                log.log(.warning, key: "srt-behind", now: now,
+                        "decoder behind: \(bytes.count) bytes from the SRT caller dropped (the frames they damage are flagged)")
                 worker.bytePool.recycle(bytes)
             }
         } else {

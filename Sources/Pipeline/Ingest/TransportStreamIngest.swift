@@ -9,6 +9,8 @@ struct TransportStreamIngest {
     /// Whether the next payload bytes are the first since a PES header or since the last receive: their arrival is
     /// recorded (once per read and per PES packet, not for each 184-byte TS payload).
     var recordNextArrival = true
+    /// Whether the program has named a video stream yet on this connection (a later one is a switch).
+    var hasVideoStream = false
     private var lastPTS: Int64?
 
     /// `pts` extended to 64 bits: the nearest value to the previous one with the same low 33 bits.
