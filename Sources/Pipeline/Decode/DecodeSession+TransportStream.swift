@@ -4,7 +4,7 @@ import Logging
 
 /// srt://: MPEG-TS to the video's Annex B bytes, on the decode thread. A PES packet whose header has a PTS (or says
 /// its data is aligned) begins an access unit, so its start ends the one before it: the same moment as tcp://, where
-/// the next access unit's first bytes end one. The Annex B rule (the next unit's first bytes end the one in progress) still applies inside.
+/// the next access unit's first bytes end one (that Annex B rule still applies inside the PES payloads).
 extension DecodeSession {
     func receiveTransportStream(_ bytes: [UInt8], at time: UInt64) {
         bytesThisConnection += Int64(bytes.count)
@@ -67,7 +67,7 @@ extension DecodeSession {
         }
     }
 
-    /// The PES packet is over: its last NAL unit is whole, and so is its access unit.
+    /// A PES packet that begins an access unit has started: the one before it is over, and so is its last NAL unit.
     private func endPESPacket() {
         annexB.flush { collect($0) }
         processCollectedUnits()
