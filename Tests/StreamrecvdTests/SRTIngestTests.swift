@@ -143,15 +143,8 @@ import Testing
             "max_width": "320", "max_height": "240", "slots": String(Self.frames + 8),
         ], transport: "srt", start: false)
         let activationPort = freePort()
-        let activator = try spawn("/usr/bin/systemd-socket-activate", [
-            "--datagram", "-l", "127.0.0.1:\(activationPort)", "--fdname=\(daemon.name)", tool("streamrecvd"),
-            "--config", daemon.configPath,
-        ], log: daemon.logPath)
-        defer {
-            kill(activator, SIGTERM)
-            var status: Int32 = 0
-            waitpid(activator, &status, 0)
-        }
+        let activator = try SocketActivator(daemon: daemon, port: activationPort, datagram: true)
+        defer { withExtendedLifetime(activator) {} }
         let record = directory.appendingPathComponent("sent.ts").path
         var sent = try Self.send(clip, to: "srt://127.0.0.1:\(activationPort)?connect_timeout=10000", record: record)
         // A caller that gave up while the daemon was still starting tries again, as encoders do.

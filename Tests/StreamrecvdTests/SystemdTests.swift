@@ -67,6 +67,26 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
     return pid
 }
 
+/// `systemd-socket-activate` holding a socket on `port` for `daemon`'s stream (by FileDescriptorName), started with
+/// `spawn`: not Foundation's Process, which watches children through an inherited socket that
+/// systemd-socket-activate closes before exec'ing the daemon (Foundation then blocks in waitpid on a live process
+/// and never reaps another child). Ended with SIGTERM when the value goes.
+final class SocketActivator {
+    let pid: pid_t
+
+    init(daemon: DaemonProcess, port: Int, datagram: Bool) throws {
+        pid = try spawn("/usr/bin/systemd-socket-activate", (datagram ? ["--datagram"] : []) + [
+            "-l", "127.0.0.1:\(port)", "--fdname=\(daemon.name)", tool("streamrecvd"), "--config", daemon.configPath,
+        ], log: daemon.logPath)
+    }
+
+    deinit {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
 @Suite(.serialized) struct SystemdTests {
     /// READY only once the listener is bound and the ring exists, then STATUS and WATCHDOG while healthy, and
     /// STOPPING when SIGTERM begins the graceful shutdown.
@@ -102,17 +122,8 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
     @Test func socketActivationByFileDescriptorName() throws {
         let daemon = try DaemonProcess(label: "activate", settings: ["max_width": "160", "max_height": "96"], start: false)
         let activationPort = freePort()
-        // Not Foundation's Process: it watches children through an inherited socket, which systemd-socket-activate
-        // closes before exec'ing the daemon; Foundation then blocks in waitpid on a live process and never reaps
-        // another child.
-        let activator = try spawn("/usr/bin/systemd-socket-activate", [
-            "-l", "127.0.0.1:\(activationPort)", "--fdname=\(daemon.name)", tool("streamrecvd"), "--config", daemon.configPath,
-        ], log: daemon.logPath)
-        defer {
-            kill(activator, SIGTERM)
-            var status: Int32 = 0
-            waitpid(activator, &status, 0)
-        }
+        let activator = try SocketActivator(daemon: daemon, port: activationPort, datagram: false)
+        defer { withExtendedLifetime(activator) {} }
         // systemd-socket-activate listens first and starts the daemon on the first connection.
         var sender: Sender?
         for _ in 0..<100 where sender == nil {
@@ -200,15 +211,8 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
         let daemon = try DaemonProcess(label: "activateudp", settings: ["max_width": "160", "max_height": "96", "idle_timeout": "2"],
                                        transport: "udp", start: false)
         let activationPort = freePort()
-        let activator = try spawn("/usr/bin/systemd-socket-activate", [
-            "--datagram", "-l", "127.0.0.1:\(activationPort)", "--fdname=\(daemon.name)", tool("streamrecvd"),
-            "--config", daemon.configPath,
-        ], log: daemon.logPath)
-        defer {
-            kill(activator, SIGTERM)
-            var status: Int32 = 0
-            waitpid(activator, &status, 0)
-        }
+        let activator = try SocketActivator(daemon: daemon, port: activationPort, datagram: true)
+        defer { withExtendedLifetime(activator) {} }
         // In datagram mode the daemon starts with the first datagram; keep sending until it is up.
         let stream = try generated("h264", frames: 10)
         var datagrams: [[UInt8]] = []
