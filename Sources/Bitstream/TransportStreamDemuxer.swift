@@ -11,8 +11,8 @@ public enum TransportStreamEvent: Sendable, Equatable {
     case pesStart(pts: Int64?, startsAccessUnit: Bool)
     /// Bytes of the video stream's PES payload (Annex B), in order.
     case payload(ArraySlice<UInt8>)
-    /// The PES packet declared its length and all of it is in: its access unit is complete now, without waiting for
-    /// the next one to begin.
+    /// The PES packet declared its length and all of it is in. Not an access unit's end by itself: the next PES
+    /// packet may continue the access unit (it then has no PTS).
     case pesEnd
     /// The video bytes have a hole here: packets of the video stream were lost (`continuityGap`), or a PES packet
     /// was cut off (an unusable header, the program switching to another stream mid-packet).
@@ -38,8 +38,8 @@ public enum TransportStreamDrop: String, Sendable, Equatable, CaseIterable {
 
 /// MPEG-TS (ISO/IEC 13818-1) to the Annex B bytes of one video stream: PAT, then PMT, then the PES packets of the
 /// first H.264 or H.265 stream. Pure and incremental: bytes may be split anywhere; payload events are views of the
-/// input (or of one reused 188-byte carry buffer), valid during the call. PES boundaries are exact access unit
-/// boundaries for the senders that matter (FFmpeg, OBS, GStreamer's mpegtsmux put one access unit in each PES).
+/// input (or of one reused 188-byte carry buffer), valid during the call. A PES packet with a PTS (or data_alignment_indicator)
+/// begins an access unit; FFmpeg, OBS and GStreamer's mpegtsmux put one access unit in each PES packet.
 public struct TransportStreamDemuxer {
     public static let packetSize = 188
     static let syncByte: UInt8 = 0x47

@@ -10,12 +10,12 @@ import SharedFrames
 /// `allow`, over `max_connections_per_second`, or whose encryption does not match `passphrase` are refused with a
 /// log line and a counter. libsrt runs its own threads; everything here touches its sockets from this one.
 final class SRTListener: Sendable {
-    private let configuration: StreamConfiguration
-    private let worker: StreamWorker
-    private let activity: SenderActivity
-    private let metrics: StreamMetrics
-    private let logger: Logger
-    private let listener: SRTSOCKET
+    let configuration: StreamConfiguration
+    let worker: StreamWorker
+    let activity: SenderActivity
+    let metrics: StreamMetrics
+    let logger: Logger
+    let listener: SRTSOCKET
     private let stopRequested = NIOLockedValueBox(false)
     private let finished = ConditionLock(value: false)
 
@@ -135,11 +135,6 @@ final class SRTListener: Sendable {
         srt_close(listener)
         finished.lock()
         finished.unlock(withValue: true)
-    }
-
-    var context: (configuration: StreamConfiguration, worker: StreamWorker, activity: SenderActivity,
-                   metrics: StreamMetrics, logger: Logger, listener: SRTSOCKET) {
-        (configuration, worker, activity, metrics, logger, listener)
     }
 }
 

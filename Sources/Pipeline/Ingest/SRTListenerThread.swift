@@ -33,9 +33,10 @@ final class SRTListenerThread {
     /// Throws when libsrt cannot make the epoll set: the stream then fails to start, and says why.
     init(_ owner: SRTListener) throws {
         self.owner = owner
-        (configuration, worker, activity, metrics, _, listener) = owner.context
+        (configuration, worker, activity, metrics, listener) =
+            (owner.configuration, owner.worker, owner.activity, owner.metrics, owner.listener)
         limiter = PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond)
-        log = RateLimitedLogger(logger: owner.context.logger)
+        log = RateLimitedLogger(logger: owner.logger)
         epoll = srt_epoll_create()
         guard epoll >= 0 else { throw SRTError.call("srt_epoll_create: \(String(cString: srt_getlasterror_str()))") }
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
