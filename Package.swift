@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT",
+                "Bitstream", "CFFmpeg", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

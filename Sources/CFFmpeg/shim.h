@@ -10,6 +10,7 @@
 #include <libavutil/hwcontext.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/log.h>
+#include <libavutil/md5.h>
 #include <libavutil/pixdesc.h>
 #include <stdarg.h>
 #include <string.h>

@@ -23,7 +23,7 @@ public enum ConfigurationLoader {
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
-        "srt_delivery", "latency_ms", "passphrase",
+        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -109,8 +109,30 @@ public enum ConfigurationLoader {
               name.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || $0 == "-" || $0 == "_" }) else {
             throw error("name", "name must be 1-32 characters of letters, digits, '-' and '_'")
         }
-        guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has no listen address") }
-        var stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))
+        var stream: StreamConfiguration
+        if let sourceText = try string("source") {
+            guard entry["listen"] == nil else { throw error("source", "a stream has either listen (a sender pushes) or source (the daemon pulls), not both") }
+            let source: RTSPSource
+            switch RTSPSource.parse(sourceText) {
+            case .success(let parsed): source = parsed
+            case .failure(let problem): throw error("source", problem.message)
+            }
+            stream = StreamConfiguration(name: name, listen: ListenAddress(transport: .rtsp, host: source.host, port: source.port))
+            stream.rtsp = source
+            // A sender's settings: the server is the only sender, and it is the daemon that connects.
+            for key in ["allow", "max_connections_per_second", "second_sender", "rtp_payload_type", "rtp_clock_rate", "rtcp_mux"]
+            where entry[key] != nil {
+                throw error(key, "\(key) does not apply to a source = \"rtsp://…\" stream (the session description says what the server sends)")
+            }
+            if let transport = try string("rtsp_transport") {
+                guard let value = RTSPTransport(rawValue: transport) else { throw error("rtsp_transport", "rtsp_transport must be tcp or udp") }
+                stream.rtsp?.transport = value
+            }
+        } else {
+            guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has neither listen nor source") }
+            if entry["rtsp_transport"] != nil { throw error("rtsp_transport", "rtsp_transport applies to source = \"rtsp://…\" streams only") }
+            stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))
+        }
         if let codec = try string("codec"), codec != "auto" {
             guard let known = VideoCodec(rawValue: codec) else { throw error("codec", "codec must be h264, h265 or auto") }
             stream.codec = known
@@ -157,8 +179,8 @@ public enum ConfigurationLoader {
             guard let flag = value.bool else { throw error("rtcp_mux", "rtcp_mux must be true or false") }
             stream.rtcpMux = flag
         }
-        if stream.keyframeRequest != .none && stream.listen.transport != .rtp {
-            throw error("keyframe_request", "keyframe_request needs an rtp:// stream (RTCP feedback)")
+        if stream.keyframeRequest != .none && stream.listen.transport != .rtp && stream.listen.transport != .rtsp {
+            throw error("keyframe_request", "keyframe_request needs an rtp:// or rtsp:// stream (RTCP feedback)")
         }
         if let value = entry["allow"] {
             guard let list = value.array else { throw error("allow", "allow must be a list of networks, e.g. [\"192.168.1.0/24\", \"::1\"]") }
@@ -227,8 +249,8 @@ public enum ConfigurationLoader {
             stream.srt.passphrase = passphrase
         }
         if let value = entry["receive_buffer"] {
-            guard stream.listen.transport == .udp || stream.listen.transport == .rtp else {
-                throw error("receive_buffer", "receive_buffer applies to udp:// and rtp:// streams only")
+            guard stream.listen.transport == .udp || stream.listen.transport == .rtp || stream.rtsp?.transport == .udp else {
+                throw error("receive_buffer", "receive_buffer applies to udp://, rtp:// and rtsp_transport = \"udp\" streams only")
             }
             guard let bytes = byteSize(value), bytes >= 64 << 10, bytes <= 1 << 30 else {
                 throw error("receive_buffer", "receive_buffer must be a size from 64K to 1G, e.g. \"8M\"")
@@ -261,7 +283,8 @@ public enum ConfigurationLoader {
     static func parseListen(_ text: String, error: (String) -> ConfigurationError) throws(ConfigurationError) -> ListenAddress {
         guard let schemeEnd = text.firstRange(of: "://") else { throw error("listen must look like tcp://HOST:PORT") }
         let scheme = String(text[..<schemeEnd.lowerBound])
-        guard let transport = ListenAddress.Transport(rawValue: scheme) else {
+        guard let transport = ListenAddress.Transport(rawValue: scheme), transport != .rtsp else {
+            if scheme == "rtsp" { throw error("the daemon pulls rtsp:// streams: write source = \"rtsp://HOST/PATH\" instead of listen") }
             throw error("listen scheme '\(scheme)' is not supported (tcp://, udp://, rtp:// or srt://HOST:PORT)")
         }
         let rest = text[schemeEnd.upperBound...]
@@ -300,6 +323,8 @@ public enum ConfigurationLoader {
                 if earlier.name == stream.name { throw fail("stream name '\(stream.name)' is used twice", "stream", index, "name") }
                 if earlier.shmName == stream.shmName { throw fail("shm_name '\(stream.shmName)' is used twice", "stream", index, "shm_name") }
             }
+            // A pulled stream binds nothing; its server's name is resolved at each connection (it may not resolve at boot).
+            guard stream.rtsp == nil else { continue }
             guard let addresses = BindAddress.resolve(stream.listen.host) else {
                 throw fail("listen host '\(stream.listen.host)' does not resolve to an address", "stream", index, "listen")
             }

@@ -18,7 +18,7 @@ public struct ConfigurationReport: Sendable {
             let largest = FrameLayout(format: .nv12, width: stream.maxWidth, height: stream.maxHeight).byteCount
             let limit = ring.sizeLimit
             limits += limit
-            var line = "stream \(stream.name): \(stream.listen), ring /dev/shm/\(stream.shmName), \(stream.slots) slots"
+            var line = "stream \(stream.name): \(stream.endpoint), ring /dev/shm/\(stream.shmName), \(stream.slots) slots"
             line += ", at most \(Self.size(limit)) (ring_size_limit)"
             if let atLargest = ring.ringSize(frameBytes: largest) {
                 line += "; \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 8-bit takes \(Self.size(atLargest.bytes)) in \(atLargest.slots) slots"

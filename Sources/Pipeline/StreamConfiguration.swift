@@ -14,6 +14,9 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         case rtp
         /// SRT (a UDP port) carrying MPEG-TS: what `ffmpeg -f mpegts srt://` and OBS send. The daemon listens.
         case srt
+        /// Not a listener: the daemon pulls from an RTSP server (`source = "rtsp://…"`, `StreamConfiguration.rtsp`);
+        /// host and port are the server's.
+        case rtsp
 
         /// Takes a UDP port (ports of the two kinds do not collide).
         var isDatagram: Bool { self != .tcp }
@@ -141,6 +144,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var receiveBufferBytes = 8 << 20
     /// srt://: latency and passphrase.
     public var srt = SRTSettings()
+    /// For `source = "rtsp://…"` streams: the server, credentials and transport (`listen` then names the server).
+    public var rtsp: RTSPSource?
 
     public init(name: String, listen: ListenAddress) {
         self.name = name
@@ -182,6 +187,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
 }
 
 extension StreamConfiguration {
+    /// What the stream listens on, or pulls from (without credentials).
+    public var endpoint: String { rtsp.map { "source \($0)" } ?? listen.description }
+
     /// `second_sender` with the deadlines `idle_timeout` sets: the same for TCP connections and datagram sources.
     var admissionPolicy: AdmissionPolicy {
         AdmissionPolicy(secondSender: secondSender, deadlines: SenderDeadlines(idleTimeoutSeconds: idleTimeout))

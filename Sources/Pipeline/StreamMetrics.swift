@@ -70,6 +70,11 @@ final class StreamMetrics: Sendable {
     /// srt://: packets libsrt found missing (most are recovered by retransmission) and dropped for good.
     let srtPacketsLost: Counter
     let srtPacketsDropped: Counter
+    /// source = "rtsp://…": sessions that reached PLAY, attempts that failed or sessions that ended (by kind,
+    /// `RTSPFailure.kind`), and whether a session is playing now.
+    let rtspSessions: Counter
+    private let rtspFailures: [String: Counter]
+    let rtspPlaying: Gauge
     private let rtpDiscarded: [RTPDiscard: Counter]
     private let ringProblems: [RingProblem: Counter]
     private let takeovers: [TakeoverReason: Counter]
@@ -118,6 +123,9 @@ final class StreamMetrics: Sendable {
         srtPacketsLost = counter("srt_packets_lost_total")
         srtPacketsDropped = counter("srt_packets_dropped_total")
         idleDisconnects = counter("idle_disconnects_total")
+        rtspSessions = counter("rtsp_sessions_total")
+        rtspFailures = Dictionary(uniqueKeysWithValues: RTSPFailure.kinds.map { ($0, counter("rtsp_failures_total", [("reason", $0)])) })
+        rtspPlaying = gauge("rtsp_playing")
         rtpDiscarded = Dictionary(uniqueKeysWithValues: [RTPDiscard.probation, .sequenceJump, .otherSource].map {
             ($0, counter("rtp_packets_discarded_total", [("reason", $0.rawValue)]))
         })
@@ -156,17 +164,19 @@ final class StreamMetrics: Sendable {
 
     func takeover(_ reason: TakeoverReason) { takeovers[reason]?.increment() }
 
+    func rtspFailure(_ kind: String) { rtspFailures[kind]?.increment() }
+
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
                         picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects,
-                        transportStreamContinuityErrors, srtPacketsLost, srtPacketsDropped]
-            + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
+                        transportStreamContinuityErrors, srtPacketsLost, srtPacketsDropped, rtspSessions]
+            + Array(rtspFailures.values) + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
             + Array(ringProblems.values) + Array(takeovers.values) {
             counter.destroy()
         }
-        for gauge in [hardware, width, height, framesPerSecond] { gauge.destroy() }
+        for gauge in [hardware, width, height, framesPerSecond, rtspPlaying] { gauge.destroy() }
         publishLatency.destroy()
         decoderCreation.destroy()
     }

@@ -17,6 +17,8 @@ final class StreamPipeline: @unchecked Sendable {
     private let inheritedDescriptor: Int32?
     private let metrics: StreamMetrics
     private let worker = NIOLockedValueBox<StreamWorker?>(nil)
+    /// source = "rtsp://…": the client, while the stream runs.
+    private let rtspClient = NIOLockedValueBox<RTSPClient?>(nil)
     /// Fires once the listener is bound and the ring exists, or once `run()` has ended (then `isListening` is false).
     let settled = OneShotSignal()
     private let stopRequested = OneShotSignal()
@@ -82,10 +84,14 @@ final class StreamPipeline: @unchecked Sendable {
             throw error
         }
         worker.enqueue(.listening)
-        logger.info("listening", metadata: [
-            "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
-            "shm": "/dev/shm/\(configuration.shmName)",
-        ])
+        if let source = configuration.rtsp {
+            logger.info("pulling", metadata: ["source": "\(source)", "shm": "/dev/shm/\(configuration.shmName)"])
+        } else {
+            logger.info("listening", metadata: [
+                "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
+                "shm": "/dev/shm/\(configuration.shmName)",
+            ])
+        }
         if !configuration.retiredKeys.isEmpty { logger.warning("\(ConfigurationReport.retiredKeysWarning(configuration))") }
         listening.withLockedValue { $0 = true }
         settled.fire()
@@ -105,6 +111,8 @@ final class StreamPipeline: @unchecked Sendable {
             registry.closeActive()
         case .srt(let srt):
             srt.stop()
+        case .rtsp(let client):
+            await client.stop()
         }
         worker.stopAndWait()
         // Let go of the ring now, not whenever the last reference goes: a changed stream's new instance takes it.
@@ -112,6 +120,9 @@ final class StreamPipeline: @unchecked Sendable {
         writer.close(removingName: removing)
         logger.info(removing ? "stopped; /dev/shm/\(configuration.shmName) removed" : "stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
     }
+
+    /// source = "rtsp://…": where the client stands (for STATUS lines).
+    var sourceState: String? { rtspClient.withLockedValue { $0?.state.withLockedValue { $0.description } } }
 
     /// Why the stream has no usable ring, if it has none (for STATUS lines).
     var ringProblem: String? { worker.withLockedValue { $0?.ringEvents.problem } }
@@ -132,14 +143,27 @@ final class StreamPipeline: @unchecked Sendable {
         return try FrameRingWriter(configuration: configuration.ring(group: group)) { events.report($0) }
     }
 
-    /// What a stream listens with: a NIO channel (tcp://, udp://, rtp://) or an SRT listener's thread.
+    /// What a stream listens with: a NIO channel (tcp://, udp://, rtp://) or an SRT listener's thread; or, for
+    /// source = "rtsp://…", the client that pulls.
     private enum Listener {
         case channel(Channel)
         case srt(SRTListener)
+        case rtsp(RTSPClient)
     }
 
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Listener {
         switch configuration.listen.transport {
+        case .rtsp:
+            if let inheritedDescriptor {
+                logger.warning("socket activation: a source = \"rtsp://…\" stream listens on nothing; closing the socket passed to it")
+                close(inheritedDescriptor)
+            }
+            guard let source = configuration.rtsp else { throw ChannelError.unknownLocalAddress }
+            let client = RTSPClient(source: source, configuration: configuration, worker: worker,
+                                    context: RTSPClientContext(group: group, metrics: metrics, logger: logger))
+            rtspClient.withLockedValue { $0 = client }
+            client.start()
+            return .rtsp(client)
         case .srt:
             let listener = try SRTListener(configuration: configuration, worker: worker, activity: activity, metrics: metrics,
                                            logger: logger, inherited: inheritedDescriptor)

@@ -70,6 +70,7 @@ final class SystemdNotifierService: Service, @unchecked Sendable {
             frames[name] = snapshot.framesPublished
             var text = "\(name): \(snapshot.state)"
             if let problem = pipeline.ringProblem { return text + " (\(problem))" }
+            if let source = pipeline.sourceState, snapshot.state != .streaming { text += " (\(source))" }
             guard snapshot.state == .streaming else { return text }
             if let codec = snapshot.codec { text += " \(codec)" }
             if let size = snapshot.size { text += " \(size)" }

@@ -44,7 +44,7 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             for error in report.errors { printError("streamrecvd: \(path): \(error)") }
             guard report.errors.isEmpty else { throw ExitCode(1) }
             print("\(path): ok, \(configuration.streams.count) stream(s): "
-                + configuration.streams.map { "\($0.name) on \($0.listen)" }.joined(separator: ", "))
+                + configuration.streams.map { "\($0.name) on \($0.endpoint)" }.joined(separator: ", "))
             return
         }
         // A file-size limit (RLIMIT_FSIZE) must fail the ring's creation with EFBIG and a clear error, not kill us.

@@ -42,8 +42,9 @@ final class DaemonProcess {
     /// - Parameters:
     ///   - settings: extra `key = value` lines for the `[[stream]]` table.
     ///   - daemonSettings: extra `key = value` lines for the `[daemon]` table.
+    ///   - source: an rtsp:// URL the stream pulls from, instead of listening.
     init(label: String, settings: [String: String] = [:], daemonSettings: [String: String] = [:], transport: String = "tcp",
-         start: Bool = true) throws {
+         source: String? = nil, start: Bool = true) throws {
         let tag = String(label.unicodeScalars.filter { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }.prefix(10))
         name = "t\(getpid() % 100_000)-\(tag)-\(UInt16.random(in: 0...UInt16.max))"
         port = freePort()
@@ -52,7 +53,8 @@ final class DaemonProcess {
         logPath = directory.appendingPathComponent("streamrecvd.log").path
         var lines = ["[daemon]", "log_level = \"debug\""]
         for (key, value) in daemonSettings.sorted(by: { $0.key < $1.key }) { lines.append("\(key) = \(value)") }
-        lines += ["", "[[stream]]", "name = \"\(name)\"", "listen = \"\(transport)://127.0.0.1:\(port)\"",
+        lines += ["", "[[stream]]", "name = \"\(name)\"",
+                  source.map { "source = \"\($0)\"" } ?? "listen = \"\(transport)://127.0.0.1:\(port)\"",
                   "hwaccel = \(settings["hwaccel"] ?? "\"none\"")"]
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) where key != "hwaccel" { lines.append("\(key) = \(value)") }
         try lines.joined(separator: "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
@@ -86,7 +88,8 @@ final class DaemonProcess {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if !process.isRunning { throw HarnessError(description: "streamrecvd exited: \(self.log)") }
-            if let reader = try? FrameRingReader(shmName: shmName), reader.status.state == .waiting,
+            // A pulling stream may already be streaming when first seen.
+            if let reader = try? FrameRingReader(shmName: shmName), reader.status.state == .waiting || reader.status.state == .streaming,
                reader.status.writerPID == UInt32(process.processIdentifier) {
                 return
             }

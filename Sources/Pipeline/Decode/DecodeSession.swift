@@ -82,6 +82,8 @@ final class DecodeSession {
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
+            case .rtpSession(let id, let media):
+                if id == connection { describe(media) }
             case .transportStream(let bytes, let time, let id):
                 if id == connection { receiveTransportStream(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
@@ -128,13 +130,25 @@ final class DecodeSession {
         transportStream = configuration.listen.transport == .srt ? TransportStreamIngest() : nil
         let clockRate: UInt32 = switch configuration.listen.transport {
         case .rtp: configuration.rtpClockRate
-        case .srt: 90000  // PES timestamps
+        case .srt, .rtsp: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
         case .tcp, .udp: 0
         }
         publisher.writer.setPTSClockRate(clockRate)
         telemetry.count(.connection)
         telemetry.setState(.streaming)
         telemetry.log(.info, key: "connected", "sender connected (remote \(remote))")
+    }
+
+    /// rtsp://: the session's format, from the server's SDP. Its parameter sets go to the assembler first, as
+    /// though sent in-band: a camera may send them nowhere else.
+    private func describe(_ media: RTPSessionMedia) {
+        rtp = RTPIngest(codec: media.codec, payloadType: media.payloadType,
+                        maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
+        assembler = AccessUnitAssembler(codec: media.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
+        publisher.writer.setPTSClockRate(media.clockRate)
+        for unit in media.parameterSets {
+            push(NALUnit(bytes: unit[...], startCodeOffset: 0, startCodeLength: 4))
+        }
     }
 
     /// A new byte stream (a new connection, or a new RTP source): fresh framing and (with codec = auto) fresh

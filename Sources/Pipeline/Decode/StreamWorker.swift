@@ -26,6 +26,8 @@ final class StreamWorker: Sendable {
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// One RTP packet.
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// rtsp://: the session's RTP format, from the server's SDP; comes after `.connected`, before the packets.
+        case rtpSession(ConnectionID, RTPSessionMedia)
         /// MPEG-TS bytes (srt://: one or more SRT messages).
         case transportStream([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// udp://: datagrams of this sender were lost before reaching the queue, just here (srt://: SRT messages).
@@ -87,7 +89,7 @@ final class StreamWorker: Sendable {
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
         let work: Work = switch configuration.listen.transport {
-        case .rtp: .rtp(bytes, receivedAt: time, connection: connection)
+        case .rtp, .rtsp: .rtp(bytes, receivedAt: time, connection: connection)
         case .srt: .transportStream(bytes, receivedAt: time, connection: connection)
         case .tcp, .udp: .bytes(bytes, receivedAt: time, connection: connection)
         }

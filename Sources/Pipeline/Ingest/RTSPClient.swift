@@ -1,0 +1,123 @@
+import CoreMetrics
+import Logging
+import SharedFrames
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// What an rtsp:// stream's sessions share.
+struct RTSPClientContext: Sendable {
+    let group: EventLoopGroup
+    let metrics: StreamMetrics
+    let logger: Logger
+}
+
+/// Where an rtsp:// stream's client stands, for the STATUS line.
+enum RTSPClientState: Sendable, Equatable, CustomStringConvertible {
+    case connecting(attempt: Int)
+    /// PLAY succeeded: "h264 over UDP".
+    case playing(String)
+    /// The last attempt failed (why), the next one starts after `delay` seconds.
+    case retrying(failure: String, attempt: Int, delay: Double)
+    case stopped
+
+    var description: String {
+        switch self {
+        case .connecting(let attempt): attempt == 1 ? "rtsp connecting" : "rtsp connecting, attempt \(attempt)"
+        case .playing(let what): "rtsp playing \(what)"
+        case .retrying(let failure, let attempt, let delay):
+            "rtsp \(failure); attempt \(attempt + 1) in \(String(delay, decimals: 1)) s"
+        case .stopped: "rtsp stopped"
+        }
+    }
+}
+
+/// source = "rtsp://…": the daemon as the RTSP client, one session at a time. A session that fails or ends is
+/// followed by another after a capped exponential backoff (0.1 s doubling to 1 s, so a camera that reboots is
+/// streaming again within about a second of answering; 30 s after a refused password, which cameras punish by
+/// locking the account). Each failure is counted by kind; a failure is logged when it differs from the last one
+/// logged (once per change of state, not once per attempt), and the state is in the stream's STATUS line.
+final class RTSPClient: Sendable {
+    static let initialDelay = 0.1
+    static let maximumDelay = 1.0
+    static let maximumDelayUnauthorized = 30.0
+
+    let source: RTSPSource
+    let configuration: StreamConfiguration
+    let worker: StreamWorker
+    let context: RTSPClientContext
+    let state = NIOLockedValueBox(RTSPClientState.connecting(attempt: 1))
+    private let stopRequested = NIOLockedValueBox(false)
+    private let finished = OneShotSignal()
+
+    init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext) {
+        self.source = source
+        self.configuration = configuration
+        self.worker = worker
+        self.context = context
+    }
+
+    func start() {
+        Task { await run() }
+    }
+
+    /// Ends the session in progress (TEARDOWN) and waits for the client to finish.
+    func stop() async {
+        stopRequested.withLockedValue { $0 = true }
+        await finished.wait()
+    }
+
+    private var isStopping: Bool { stopRequested.withLockedValue { $0 } }
+
+    private func run() async {
+        defer {
+            state.withLockedValue { $0 = .stopped }
+            context.metrics.rtspPlaying.record(0)
+            finished.fire()
+        }
+        let logger = context.logger
+        var nextID: ConnectionID = 1
+        var attempt = 1
+        var delay = Self.initialDelay
+        var lastLogged: String?
+        while !isStopping {
+            state.withLockedValue { $0 = .connecting(attempt: attempt) }
+            let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID)
+            nextID += 1
+            var played = false
+            let failure = await session.run(stopRequested: { isStopping }) { what in
+                played = true
+                state.withLockedValue { $0 = .playing(what) }
+                context.metrics.rtspSessions.increment()
+                context.metrics.rtspPlaying.record(1)
+                logger.info("RTSP session playing: \(what) from \(source.url)")
+                lastLogged = nil
+            }
+            guard let failure else { break }
+            context.metrics.rtspPlaying.record(0)
+            context.metrics.rtspFailure(failure.kind)
+            if played {
+                attempt = 1
+                delay = Self.initialDelay
+            } else {
+                attempt += 1
+            }
+            if case .unauthorized = failure { delay = max(delay, 5) }
+            let message = played ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.url): \(failure); retrying"
+            if lastLogged != failure.description {
+                logger.warning("\(message) (backoff up to \(String(Self.cap(for: failure), decimals: 0)) s)")
+                lastLogged = failure.description
+            } else {
+                logger.debug("\(message) (attempt \(attempt))")
+            }
+            state.withLockedValue { $0 = .retrying(failure: failure.description, attempt: attempt - 1, delay: delay) }
+            let resume = MonotonicClock.nanoseconds() + UInt64(delay * 1e9)
+            while !isStopping, MonotonicClock.nanoseconds() < resume { try? await Task.sleep(nanoseconds: 20_000_000) }
+            delay = min(delay * 2, Self.cap(for: failure))
+        }
+    }
+
+    static func cap(for failure: RTSPFailure) -> Double {
+        if case .unauthorized = failure { return maximumDelayUnauthorized }
+        return maximumDelay
+    }
+}

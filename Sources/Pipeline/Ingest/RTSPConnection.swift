@@ -1,0 +1,209 @@
+import Bitstream
+import Glibc
+import NIOCore
+import NIOPosix
+
+/// Why one RTSP session attempt ended, or could not start.
+enum RTSPFailure: Error, Equatable, CustomStringConvertible {
+    /// No TCP connection (refused, unreachable, timed out, name not resolved).
+    case unreachable(String)
+    /// 401 after the credentials were sent, or 401 with none configured.
+    case unauthorized(credentialsSent: Bool)
+    /// A status other than 2xx and 401, for `method`.
+    case refused(method: String, status: Int, reason: String)
+    /// Bytes that are not RTSP, an SDP without usable video, an unusable Transport.
+    case protocolError(String)
+    /// No answer to a request within the timeout.
+    case timedOut(method: String)
+    /// The server closed the connection.
+    case closed
+    /// The session played, then no RTP arrived for the stall limit.
+    case stalled(seconds: Double)
+    /// The server said RTCP BYE: the stream ended.
+    case ended
+
+    /// The metric label, and the key for logging each kind once per change.
+    var kind: String {
+        switch self {
+        case .unreachable: "unreachable"
+        case .unauthorized: "unauthorized"
+        case .refused: "refused"
+        case .protocolError: "protocol"
+        case .timedOut: "timeout"
+        case .closed: "closed"
+        case .stalled: "stalled"
+        case .ended: "ended"
+        }
+    }
+
+    static let kinds = ["unreachable", "unauthorized", "refused", "protocol", "timeout", "closed", "stalled", "ended"]
+
+    var description: String {
+        switch self {
+        case .unreachable(let why): "cannot connect: \(why)"
+        case .unauthorized(let sent): sent ? "the server refused the credentials (401 Unauthorized)"
+            : "the server wants credentials (401 Unauthorized) and source has none"
+        case .refused(let method, let status, let reason): "\(method) answered \(status) \(reason)"
+        case .protocolError(let why): "protocol error: \(why)"
+        case .timedOut(let method): "no answer to \(method)"
+        case .closed: "the server closed the connection"
+        case .stalled(let seconds): "no video for \((seconds * 10).rounded() / 10) s"
+        case .ended: "the server ended the stream (RTCP BYE)"
+        }
+    }
+}
+
+/// The RTSP connection's channel handler: requests go out in order and their answers come back in order (a
+/// client may pipeline, RFC 2326 §9.1); interleaved frames go to `interleaved` at once, on the event loop. The
+/// server's own requests (a keep-alive GET_PARAMETER or OPTIONS) are answered. Confined to the channel's event loop.
+final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var parser = RTSPStreamParser()
+    private var pending: [EventLoopPromise<RTSPResponse>] = []
+    /// Interleaved frames: channel number and payload (a view valid during the call). Returns false when the
+    /// decode thread is behind: reading pauses until `resume` is called.
+    var interleaved: ((UInt8, ArraySlice<UInt8>) -> Bool)?
+    /// Called once reading has paused (after `interleaved` returned false): it arranges for reading to resume.
+    var pausedReading: ((Channel) -> Void)?
+    private(set) var failure: RTSPFailure?
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// Queues `promise` for the next answer and writes the request.
+    func send(_ request: [UInt8], answer promise: EventLoopPromise<RTSPResponse>) {
+        guard let context, failure == nil else {
+            promise.fail(failure ?? .closed)
+            return
+        }
+        pending.append(promise)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: request)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        parser.append(buffer.readableBytesView)
+        var keepReading = true
+        do {
+            while let event = try parser.next() {
+                switch event {
+                case .response(let response):
+                    guard !pending.isEmpty else { continue }  // an answer to nothing: ignored
+                    pending.removeFirst().succeed(response)
+                case .request(let method, let cseq):
+                    let status = method == "OPTIONS" || method == "GET_PARAMETER" ? "200 OK" : "501 Not Implemented"
+                    let answer = "RTSP/1.0 \(status)\r\nCSeq: \(cseq ?? "0")\r\n\r\n"
+                    context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: answer)), promise: nil)
+                case .interleaved(let channel, let payload):
+                    if let interleaved, !interleaved(channel, payload) { keepReading = false }
+                }
+            }
+        } catch {
+            fail(.protocolError("\(error)"), context: context)
+            return
+        }
+        if !keepReading {
+            _ = context.channel.setOption(ChannelOptions.autoRead, value: false)
+            pausedReading?(context.channel)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(.closed, context: context)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        fail(.closed, context: context)  // a reset: the server went away
+    }
+
+    private func fail(_ reason: RTSPFailure, context: ChannelHandlerContext) {
+        if failure == nil { failure = reason }
+        let waiting = pending
+        pending = []
+        for promise in waiting { promise.fail(failure!) }
+        context.close(promise: nil)
+    }
+}
+
+/// One RTSP connection: requests with CSeq, the session header once known, and authorization once challenged.
+/// Used by one session task at a time.
+final class RTSPConnection: Sendable {
+    let channel: Channel
+    let handler: RTSPConnectionHandler
+    /// How long a request may wait for its answer.
+    static let answerTimeout = TimeAmount.seconds(5)
+
+    private init(channel: Channel, handler: RTSPConnectionHandler) {
+        self.channel = channel
+        self.handler = handler
+    }
+
+    static func connect(host: String, port: Int, group: EventLoopGroup) async throws(RTSPFailure) -> RTSPConnection {
+        let handler = RTSPConnectionHandler()
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(.seconds(3))
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 1 << 20))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+            }
+        do {
+            let channel = try await bootstrap.connect(host: host, port: port).get()
+            return RTSPConnection(channel: channel, handler: handler)
+        } catch {
+            throw .unreachable(Self.describe(error))
+        }
+    }
+
+    /// Writes one request and waits for its answer. `headers` go after CSeq; the body, if any, is SDP-free text.
+    func request(_ method: String, url: String, cseq: Int, headers: [(String, String)],
+                 timeout: TimeAmount = RTSPConnection.answerTimeout) async throws(RTSPFailure) -> RTSPResponse {
+        var text = "\(method) \(url) RTSP/1.0\r\nCSeq: \(cseq)\r\nUser-Agent: streamrecvd\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        let promise = channel.eventLoop.makePromise(of: RTSPResponse.self)
+        let bytes = Array(text.utf8)
+        let handler = self.handler
+        channel.eventLoop.execute { handler.send(bytes, answer: promise) }
+        let timeout = channel.eventLoop.scheduleTask(in: timeout) { promise.fail(RTSPFailure.timedOut(method: method)) }
+        defer { timeout.cancel() }
+        do {
+            return try await promise.futureResult.get()
+        } catch let failure as RTSPFailure {
+            throw failure
+        } catch {
+            throw .protocolError("\(error)")
+        }
+    }
+
+    /// Writes an interleaved frame (RTCP to the server, over TCP).
+    func writeInterleaved(channel number: UInt8, _ payload: [UInt8]) {
+        guard payload.count <= 0xffff else { return }
+        var buffer = channel.allocator.buffer(capacity: payload.count + 4)
+        buffer.writeBytes([0x24, number, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)])
+        buffer.writeBytes(payload)
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+
+    /// "connection refused" rather than NIO's type dump.
+    static func describe(_ error: Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        if error is ChannelError, case .connectTimeout = error as! ChannelError { return "connection timed out" }
+        if let error = error as? NIOConnectionError {
+            if let first = error.connectionErrors.first { return describe(first.error) }
+            if error.dnsAAAAError != nil || error.dnsAError != nil { return "\(error.host) does not resolve" }
+            return "\(error.host) has no address"
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,260 @@
+import Bitstream
+import CoreMetrics
+import Decoding
+import SharedFrames
+import CFFmpeg
+import Glibc
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// What a playing RTSP session carries, told to the decode thread before its first packet.
+struct RTPSessionMedia: Sendable, Equatable {
+    var codec: VideoCodec
+    var payloadType: UInt8
+    var clockRate: UInt32
+    /// From the SDP (sprop-parameter-sets, sprop-vps/sps/pps): cameras may send them nowhere else.
+    var parameterSets: [[UInt8]]
+}
+
+/// One RTSP session, from connecting to its end (RFC 2326): OPTIONS, DESCRIBE, SETUP (interleaved TCP or a UDP
+/// port pair), PLAY; then keep-alives, RTCP receiver reports, and a watch for the server going away or going
+/// quiet. The RTP goes to the decode thread as rtp:// packets do, and the marker bit closes each access unit.
+/// The credentials go only into Authorization headers, never into a URL, log line or error.
+final class RTSPSession {
+    let source: RTSPSource
+    let configuration: StreamConfiguration
+    let worker: StreamWorker
+    let context: RTSPClientContext
+    let id: ConnectionID
+    private var connection: RTSPConnection?
+    private var cseq = 0
+    private var challenge: RTSPChallenge?
+    private var nonceCount = 0
+    private var sessionHeader: String?
+    private var supportsGetParameter = false
+    private var udp: (rtp: Channel, rtcp: Channel)?
+    /// Sends RTCP to the server: on the interleaved channel, or to its RTCP port (nil: the server named none).
+    private var rtcpSender: (@Sendable ([UInt8]) -> Void)?
+    let statistics: NIOLockedValueBox<RTPReceptionStatistics>
+    /// Set when the server's RTCP says BYE: the stream has ended (a file served to its end, a camera going down).
+    let goodbyeReceived = NIOLockedValueBox(false)
+    private let ownSSRC = UInt32.random(in: 1...UInt32.max)
+    private var enqueuedConnection = false
+
+    init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext, id: ConnectionID) {
+        self.source = source
+        self.configuration = configuration
+        self.worker = worker
+        self.context = context
+        self.id = id
+        statistics = NIOLockedValueBox(RTPReceptionStatistics(clockRate: 90000))
+    }
+
+    /// Runs the session until it fails, the server ends it, or `stopRequested` says so (then TEARDOWN is sent).
+    /// `playing` is called once PLAY succeeded.
+    func run(stopRequested: () -> Bool, playing: (String) -> Void) async -> RTSPFailure? {
+        var failure: RTSPFailure?
+        do {
+            try await play(playing: playing)
+            failure = try await watch(stopRequested: stopRequested)
+        } catch {
+            failure = error
+        }
+        connection?.close()
+        udp?.rtp.close(promise: nil)
+        udp?.rtcp.close(promise: nil)
+        if enqueuedConnection {
+            let reason: DisconnectReason = switch failure {
+            case nil: .daemonStopping
+            case .closed, .ended: .closedBySender
+            case .stalled(let seconds): .idle(seconds: seconds)
+            case let failure?: .connectionError(failure.description)
+            }
+            worker.enqueue(.disconnected(id, reason: reason))
+        }
+        return failure
+    }
+
+    private func play(playing: (String) -> Void) async throws(RTSPFailure) {
+        let connection = try await RTSPConnection.connect(host: source.host, port: source.port, group: context.group)
+        self.connection = connection
+        let options = try await request("OPTIONS", url: source.url)
+        supportsGetParameter = options.header("Public")?.uppercased().contains("GET_PARAMETER") ?? false
+        let description = try await request("DESCRIBE", url: source.url, headers: [("Accept", "application/sdp")])
+        let sdp: SessionDescription
+        do {
+            sdp = try SessionDescription(parsing: String(decoding: description.body, as: UTF8.self))
+        } catch {
+            throw .protocolError("\(error)")
+        }
+        let video = sdp.video
+        if video.codec == .h264 && video.packetizationMode == 2 {
+            throw .protocolError("the server sends H.264 in interleaved mode (packetization-mode=2), which is not supported")
+        }
+        if video.carriesDecodingOrderNumbers {
+            throw .protocolError("the server sends H.265 with decoding order numbers (sprop-max-don-diff > 0), which is not supported")
+        }
+        if let codec = configuration.codec, codec != video.codec {
+            throw .protocolError("the server sends \(video.codec.rawValue), but codec = \"\(codec.rawValue)\"")
+        }
+        let base = Self.contentBase(description, requestURL: source.url)
+        let mediaURL = Self.resolve(video.control, base: base)
+        let sessionURL = sdp.control.map { $0 == "*" ? base : Self.resolve($0, base: base) } ?? base
+        statistics.withLockedValue { $0 = RTPReceptionStatistics(clockRate: video.clockRate) }
+
+        switch source.transport {
+        case .tcp:
+            let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")])
+            try takeSession(from: setup)
+            let channels = Self.transportParameter("interleaved", in: setup.header("Transport") ?? "") ?? (0, 1)
+            rtcpSender = { [connection] bytes in connection.writeInterleaved(channel: UInt8(truncatingIfNeeded: channels.second), bytes) }
+            routeInterleaved(rtpChannel: UInt8(truncatingIfNeeded: channels.first), rtcpChannel: UInt8(truncatingIfNeeded: channels.second),
+                             on: connection)
+        case .udp:
+            guard let server = connection.channel.remoteAddress else { throw .closed }
+            let pair = try await bindPortPair(near: connection.channel, server: server)
+            udp = pair
+            let port = pair.rtp.localAddress?.port ?? 0
+            let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP;unicast;client_port=\(port)-\(port + 1)")])
+            try takeSession(from: setup)
+            if let ports = Self.transportParameter("server_port", in: setup.header("Transport") ?? "") {
+                var destination = server
+                destination.port = ports.second
+                rtcpSender = { [rtcp = pair.rtcp, destination] bytes in
+                    rtcp.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: rtcp.allocator.buffer(bytes: bytes)), promise: nil)
+                }
+            }
+        }
+        // The decode thread learns the session before its first packet: PLAY's answer may follow the RTP.
+        worker.enqueue(.connected(id, remote: source.url))
+        worker.enqueue(.rtpSession(id, RTPSessionMedia(codec: video.codec, payloadType: video.payloadType,
+                                                       clockRate: video.clockRate, parameterSets: video.parameterSets)))
+        enqueuedConnection = true
+        if configuration.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
+        _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
+        playing("\(video.codec.rawValue) over \(source.transport == .tcp ? "interleaved TCP" : "UDP")")
+    }
+
+    /// Keep-alives and receiver reports until the session ends; nil when stopped.
+    private func watch(stopRequested: () -> Bool) async throws(RTSPFailure) -> RTSPFailure? {
+        guard let connection else { return .closed }
+        let start = MonotonicClock.nanoseconds()
+        let stallLimit = UInt64((configuration.idleTimeout > 0 ? configuration.idleTimeout : 10) * 1e9)
+        // Half the server's session timeout (60 s unless it said otherwise), at least every 5 s with UDP for RTCP.
+        let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
+        var nextKeepAlive = start + keepAliveInterval
+        var nextReport = start + 1_000_000_000
+        while true {
+            if stopRequested() {
+                _ = try? await request("TEARDOWN", url: source.url, timeout: .milliseconds(500))
+                return nil
+            }
+            if !connection.channel.isActive { return connection.handler.failure ?? .closed }
+            let now = MonotonicClock.nanoseconds()
+            let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
+            if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
+            if goodbyeReceived.withLockedValue({ $0 }) { return .ended }
+            if now >= nextReport {
+                nextReport = now + 5_000_000_000
+                let report = statistics.withLockedValue { $0.report(senderSSRC: ownSSRC, cname: "streamrecvd", now: now) }
+                rtcpSender?(report)
+            }
+            if now >= nextKeepAlive {
+                nextKeepAlive = now + keepAliveInterval
+                _ = try await request(supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: source.url)
+            }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+        }
+    }
+
+    /// One request; a 401 is answered once with the credentials (Digest preferred), later requests carry them.
+    private func request(_ method: String, url: String, headers: [(String, String)] = [],
+                         timeout: TimeAmount = RTSPConnection.answerTimeout) async throws(RTSPFailure) -> RTSPResponse {
+        guard let connection else { throw .closed }
+        var sentCredentials = false
+        while true {
+            cseq += 1
+            var all = headers
+            if let sessionHeader { all.append(("Session", sessionHeader)) }
+            if let challenge, let user = source.user {
+                nonceCount += 1
+                all.append(("Authorization", challenge.authorization(
+                    user: user, password: source.password?.text ?? "", method: method, uri: url, count: nonceCount,
+                    clientNonce: String(UInt64.random(in: 0...UInt64.max), radix: 16), md5: Self.md5)))
+                sentCredentials = true
+            }
+            let response = try await connection.request(method, url: url, cseq: cseq, headers: all, timeout: timeout)
+            if response.statusCode == 401 {
+                // A stale nonce gets one more try with the new one; wrong credentials fail.
+                guard source.user != nil, !sentCredentials, let offered = RTSPChallenge(headers: response.headers(named: "WWW-Authenticate")) else {
+                    throw .unauthorized(credentialsSent: sentCredentials)
+                }
+                challenge = offered
+                nonceCount = 0
+                continue
+            }
+            guard (200..<300).contains(response.statusCode) else {
+                throw .refused(method: method, status: response.statusCode, reason: response.reason)
+            }
+            return response
+        }
+    }
+
+    private func takeSession(from response: RTSPResponse) throws(RTSPFailure) {
+        guard let header = response.header("Session"), let id = header.split(separator: ";").first?.trimmingCharacters(in: " \t"), !id.isEmpty else {
+            throw .protocolError("SETUP's answer has no Session header")
+        }
+        sessionHeader = id
+        sessionTimeoutSeconds = Self.sessionTimeout(header)
+    }
+
+    private var sessionTimeoutSeconds = 60
+
+    /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
+    private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
+        let (worker, statistics, id) = (self.worker, self.statistics, self.id)
+        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id, dropWhenBehind: false)
+        let note = rtcpReceiver
+        connection.channel.eventLoop.execute {
+            connection.handler.interleaved = { channel, payload in
+                if channel == rtpChannel { return payload.withUnsafeBytes(deliver) }
+                if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
+                return true
+            }
+            connection.handler.pausedReading = { channel in
+                worker.whenDrained { channel.eventLoop.execute { _ = channel.setOption(ChannelOptions.autoRead, value: true) } }
+            }
+        }
+    }
+
+    /// What the server's RTCP says: sender reports go to the statistics (for the RR's delay fields), BYE ends.
+    var rtcpReceiver: @Sendable (RTPReceptionStatistics.SenderNews) -> Void {
+        { [statistics, goodbyeReceived] news in
+            if let ntp = news.senderReportTimestamp {
+                statistics.withLockedValue { $0.recordSenderReport(ntpTimestamp: ntp, arrival: MonotonicClock.nanoseconds()) }
+            }
+            if news.goodbye { goodbyeReceived.withLockedValue { $0 = true } }
+        }
+    }
+
+    /// One RTP packet to the decode thread and the reception statistics. False when the decode thread is behind
+    /// (TCP: reading pauses; UDP: the caller drops the packet, and the sequence gap flags the loss).
+    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID,
+                          dropWhenBehind: Bool) -> (UnsafeRawBufferPointer) -> Bool {
+        { payload in
+            if dropWhenBehind && !worker.acceptsMoreBytes { return false }
+            let now = MonotonicClock.nanoseconds()
+            if payload.count >= 12 {
+                let sequence = UInt16(payload[2]) << 8 | UInt16(payload[3])
+                let timestamp = payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                let ssrc = payload[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                statistics.withLockedValue { $0.record(ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, arrival: now) }
+            }
+            var bytes = worker.bytePool.take()
+            bytes.append(contentsOf: payload)
+            return worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Bitstream
+import Testing
+
+/// The RTSP client's pure parts: the connection's framing, the SDP, the authentication challenge, the RTCP
+/// receiver report.
+@Suite struct RTSPProtocolTests {
+    @Test func responsesAndInterleavedFramesAreSplitWhereverTheBytesBreak() throws {
+        let describe = "RTSP/1.0 200 OK\r\nCSeq: 2\r\nContent-Type: application/sdp\r\nContent-Length: 5\r\n\r\nv=0\r\n"
+        let frame: [UInt8] = [0x24, 0, 0, 3, 0xaa, 0xbb, 0xcc]
+        let request = "GET_PARAMETER rtsp://cam/x RTSP/1.0\r\nCSeq: 7\r\n\r\n"
+        let stream = Array(describe.utf8) + frame + Array(request.utf8) + [0x24, 1, 0, 0]
+        // Every split point: the events do not depend on how TCP cut the bytes.
+        for cut in 0...stream.count {
+            var parser = RTSPStreamParser()
+            var events: [RTSPStreamEvent] = []
+            for part in [stream[..<cut], stream[cut...]] {
+                parser.append(part)
+                while let event = try parser.next() { events.append(event) }
+            }
+            #expect(events.count == 4, "cut at \(cut)")
+            guard events.count == 4, case .response(let response) = events[0] else { continue }
+            #expect(response.statusCode == 200 && response.header("content-length") == "5" && response.body == Array("v=0\r\n".utf8))
+            #expect(events[1] == .interleaved(channel: 0, payload: [0xaa, 0xbb, 0xcc][...]))
+            #expect(events[2] == .request(method: "GET_PARAMETER", cseq: "7"))
+            #expect(events[3] == .interleaved(channel: 1, payload: [][...]))
+        }
+    }
+
+    @Test(arguments: [
+        (Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8), RTSPParseError.malformedStartLine),
+        ([0x01, 0x02, 0x7f] + Array("garbage".utf8), .notRTSP),
+        (Array("RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 999999999\r\n\r\n".utf8), .bodyTooLong),
+        (Array("RTSP/1.0 2000 OK\r\n\r\n".utf8), .malformedStartLine),
+        (Array("RTSP/1.0 200 OK\r\nno colon here\r\n\r\n".utf8), .malformedHeader),
+        (Array("RTSP/1.0 200 OK\r\nCSeq: 1\u{0}\r\n\r\n".utf8), .notRTSP),
+        (Array("lowercase".utf8), .notRTSP),
+    ])
+    func bytesThatAreNotRTSPAreAnError(bytes: [UInt8], expected: RTSPParseError) {
+        var parser = RTSPStreamParser()
+        parser.append(bytes)
+        #expect(throws: expected) { while try parser.next() != nil {} }
+    }
+
+    @Test func headersThatNeverEndAreAnErrorNotAGrowingBuffer() {
+        var parser = RTSPStreamParser()
+        parser.append(Array("RTSP/1.0 200 OK\r\n".utf8))
+        let line = Array("X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".utf8)
+        var thrown: RTSPParseError?
+        for _ in 0..<1000 where thrown == nil {
+            parser.append(line)
+            do { _ = try parser.next() } catch { thrown = error }
+        }
+        #expect(thrown == .headerTooLong)
+    }
+
+    /// The SDP gst-rtsp-server and cameras send: the first H.264/H.265 video, its control and parameter sets.
+    @Test func sessionDescriptionsGiveTheVideoItsControlAndParameterSets() throws {
+        let h264 = try SessionDescription(parsing: """
+            v=0\r
+            o=- 1 1 IN IP4 127.0.0.1\r
+            s=Session\r
+            a=control:*\r
+            m=audio 0 RTP/AVP 0\r
+            a=control:stream=0\r
+            m=video 0 RTP/AVP 96\r
+            a=rtpmap:96 H264/90000\r
+            a=fmtp:96 packetization-mode=1;profile-level-id=64001e;sprop-parameter-sets=Z2QAHqzZQUH7ARAAAAMAEAAAAwMg8WLZYA==,aOvjyyLA\r
+            a=control:stream=1\r
+
+            """)
+        #expect(h264.control == "*")
+        #expect(h264.video.codec == .h264 && h264.video.payloadType == 96 && h264.video.clockRate == 90000)
+        #expect(h264.video.control == "stream=1" && h264.video.packetizationMode == 1)
+        #expect(h264.video.parameterSets.count == 2 && h264.video.parameterSets[0].first == 0x67 && h264.video.parameterSets[1] == [0x68, 0xeb, 0xe3, 0xcb, 0x22, 0xc0])
+        let h265 = try SessionDescription(parsing: """
+            v=0
+            m=video 0 RTP/AVP 97 96
+            a=rtpmap:96 H265/90000
+            a=rtpmap:97 VP8/90000
+            a=fmtp:96 sprop-vps=QAEMAf//; sprop-sps=QgEB; sprop-pps=RAHA
+            """)
+        #expect(h265.video.codec == .h265 && h265.video.payloadType == 96 && h265.video.control == nil)
+        #expect(h265.video.parameterSets.map { $0[0] >> 1 & 0x3f } == [32, 33, 34])
+        #expect(throws: SessionDescription.ParseError.unsupportedVideo(["VP8"])) {
+            try SessionDescription(parsing: "v=0\nm=video 0 RTP/AVP 97\na=rtpmap:97 VP8/90000\n")
+        }
+        #expect(throws: SessionDescription.ParseError.noVideo) { try SessionDescription(parsing: "v=0\nm=audio 0 RTP/AVP 0\n") }
+        #expect(throws: SessionDescription.ParseError.notSDP) { try SessionDescription(parsing: "<html>") }
+    }
+
+    @Test func base64RoundTrips() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            #expect(Base64.decode(Base64.encode(bytes)) == bytes)
+        }
+        #expect(Base64.encode(Array("Aladdin:open sesame".utf8)) == "QWxhZGRpbjpvcGVuIHNlc2FtZQ==")
+        #expect(Base64.decode("not base64!") == nil)
+    }
+
+    @Test func challengesPreferDigestAndReadQuotedParameters() {
+        let challenge = RTSPChallenge(headers: [
+            "Basic realm=\"cam\"",
+            "Digest realm=\"Login to \\\"cam\\\"\", nonce=\"abc, def\", qop=\"auth,auth-int\", opaque=\"xyz\", stale=FALSE",
+        ])
+        #expect(challenge?.scheme == .digest(realm: "Login to \"cam\"", nonce: "abc, def", opaque: "xyz",
+                                             qualityOfProtection: true, sessionAlgorithm: false))
+        #expect(RTSPChallenge(headers: ["Basic realm=\"cam\""])?.scheme == .basic)
+        #expect(RTSPChallenge(headers: ["Digest realm=\"x\", nonce=\"y\", algorithm=SHA-256"]) == nil)
+        #expect(RTSPChallenge(headers: ["Negotiate"]) == nil)
+        let basic = RTSPChallenge(headers: ["Basic realm=\"cam\""])!
+        let header = basic.authorization(user: "Aladdin", password: "open sesame", method: "DESCRIBE", uri: "rtsp://cam/",
+                                         count: 1, clientNonce: "n") { _ in [] }
+        #expect(header == "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")
+    }
+
+    /// RFC 3550 §6.4.2's layout: RR with one report block, then SDES CNAME; loss and highest sequence counted
+    /// across a sequence number wrap.
+    @Test func receiverReportsCountLossAcrossTheWrap() {
+        var statistics = RTPReceptionStatistics(clockRate: 90000)
+        var arrival: UInt64 = 1_000_000_000
+        for sequence in [65530, 65531, 65533, 65534, 0, 1, 3] as [UInt16] {
+            statistics.record(ssrc: 0x1234_5678, sequenceNumber: sequence, timestamp: 3600 * UInt32(sequence &- 65530), arrival: arrival)
+            arrival += 40_000_000
+        }
+        #expect(statistics.cumulativeLost == 3 && statistics.extendedHighestSequence == 65536 + 3)
+        let report = statistics.report(senderSSRC: 0xdead_beef, cname: "streamrecvd", now: arrival)
+        #expect(report[0] == 0x81 && report[1] == 201 && report[3] == 7)
+        #expect(Array(report[8..<12]) == [0x12, 0x34, 0x56, 0x78])
+        #expect(Int(report[12]) == 3 * 256 / 10 && Array(report[13..<16]) == [0, 0, 3])  // fraction lost 3/10, cumulative 3
+        #expect(Array(report[16..<20]) == [0, 1, 0, 3])
+        #expect(report[32] == 0x81 && report[33] == 202 && report.count % 4 == 0)
+        #expect(String(decoding: report[42..<53], as: UTF8.self) == "streamrecvd")
+        // Nothing new lost since: the next fraction is zero.
+        let next = statistics.report(senderSSRC: 0xdead_beef, cname: "streamrecvd", now: arrival)
+        #expect(next[12] == 0)
+        let goodbye: [UInt8] = [0x81, 203, 0, 1, 0x12, 0x34, 0x56, 0x78]
+        #expect(goodbye.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }.goodbye)
+    }
+}
