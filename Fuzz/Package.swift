@@ -18,5 +18,6 @@ let package = Package(
         .executableTarget(name: "FuzzSEI", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzRTP", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzTransportStream", dependencies: [bitstream, "FuzzSupport"]),
+        .executableTarget(name: "FuzzRTSP", dependencies: [bitstream, "FuzzSupport"]),
     ]
 )

@@ -57,8 +57,31 @@ def capture_rtp(path, codec):
     return packets
 
 
+def rtsp_conversation(codec, packets):
+    name, fmtp = ("H264", "packetization-mode=1;sprop-parameter-sets=Z2QAHqzZQUH7ARAAAAMAEAAAAwMg8WLZYA==,aOvjyyLA") \
+        if codec == "h264" else ("H265", "sprop-vps=QAEMAf//;sprop-sps=QgEB;sprop-pps=RAHA")
+    sdp = ("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=cam\r\na=control:*\r\nm=video 0 RTP/AVP 96\r\n"
+           "a=rtpmap:96 %s/90000\r\na=fmtp:96 %s\r\na=control:stream=0\r\n" % (name, fmtp)).encode()
+    replies = [
+        b"RTSP/1.0 200 OK\r\nCSeq: 1\r\nPublic: OPTIONS, DESCRIBE, SETUP, PLAY, GET_PARAMETER, TEARDOWN\r\n\r\n",
+        b'RTSP/1.0 401 Unauthorized\r\nCSeq: 2\r\nWWW-Authenticate: Basic realm="cam"\r\n'
+        b'WWW-Authenticate: Digest realm="cam", nonce="0123abcd", qop="auth", opaque="x\\"y"\r\n\r\n',
+        b"RTSP/1.0 200 OK\r\nCSeq: 3\r\nContent-Base: rtsp://127.0.0.1:8554/cam/\r\nContent-Type: application/sdp\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(sdp) + sdp,
+        b"RTSP/1.0 200 OK\r\nCSeq: 4\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;ssrc=1234\r\n"
+        b"Session: 5A3B;timeout=60\r\n\r\n",
+        b"RTSP/1.0 200 OK\r\nCSeq: 5\r\nSession: 5A3B\r\nRTP-Info: url=rtsp://127.0.0.1:8554/cam/stream=0;seq=1\r\n\r\n",
+        b"GET_PARAMETER rtsp://127.0.0.1:8554/cam RTSP/1.0\r\nCSeq: 9\r\n\r\n",
+    ]
+    sender_report = bytes([0x80, 200, 0, 6]) + bytes(range(24))
+    goodbye = bytes([0x81, 203, 0, 1, 1, 2, 3, 4])
+    frames = b"".join(b"$\x00" + len(packet).to_bytes(2, "big") + packet for packet in packets)
+    rtcp = b"".join(b"$\x01" + len(packet).to_bytes(2, "big") + packet for packet in (sender_report, goodbye))
+    return b"".join(replies) + frames[:2000] + rtcp
+
+
 def main(directory):
-    seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP", "FuzzTransportStream")}
+    seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP", "FuzzTransportStream", "FuzzRTSP")}
     with tempfile.TemporaryDirectory() as work:
         for codec, extra, selector in (("h264", "bframes=2:slices=2", 1), ("h264", "bframes=0:cabac=0", 1),
                                        ("h265", "bframes=2", 2), ("h265", "bframes=0:slices=2", 2)):
@@ -87,6 +110,10 @@ def main(directory):
             # The same pictures in MPEG-TS, as `ffmpeg -f mpegts srt://` sends them; read in 188- and 1316-byte chunks.
             ts = encode_ts(os.path.join(work, "s.ts"), codec, extra)
             seeds["FuzzTransportStream"] += [bytes([187]) + ts[:8000], bytes([255]) + ts[:8000]]
+            # What an RTSP server says to the client: a challenge, the SDP, SETUP and PLAY, then interleaved RTP and
+            # RTCP (a sender report, a BYE); read in 1-byte and 200-byte appends.
+            conversation = rtsp_conversation(codec, packets[:20])
+            seeds["FuzzRTSP"] += [bytes([0]) + conversation[:3000], bytes([199]) + conversation[:8000]]
     for name, inputs in seeds.items():
         os.makedirs(os.path.join(directory, name), exist_ok=True)
         for index, data in enumerate(inputs):

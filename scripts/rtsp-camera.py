@@ -34,7 +34,8 @@ def main():
     factory = GstRtspServer.RTSPMediaFactory()
     depay = "h264parse" if arguments.codec == "h264" else "h265parse"
     pay = "rtph264pay" if arguments.codec == "h264" else "rtph265pay"
-    # The clip's parameter sets stay in-band where the encoder put them; the payloader puts them in the SDP too.
+    # Matroska keeps the parameter sets in its codec private data, not in the frames: the payloader sends them only
+    # in the SDP (sprop-parameter-sets, sprop-vps/sps/pps), as many cameras do.
     factory.set_launch(f"( filesrc location={arguments.clip} ! matroskademux ! {depay} ! {pay} name=pay0 pt=96 mtu=1400 )")
     factory.set_shared(False)
     medias = []

@@ -12,7 +12,8 @@ public struct RTPReceptionStatistics: Sendable {
     private var receivedPrior: UInt32 = 0
     /// Interarrival jitter in timestamp units, scaled by 16 (A.8).
     private var jitter: UInt32 = 0
-    private var lastTransit: Int64?
+    private var lastTransit: UInt32?
+    private var firstArrival: UInt64 = 0
     /// The middle 32 bits of the last sender report's NTP time, and when (nanoseconds) it arrived.
     private var lastSenderReport: (ntp: UInt32, arrival: UInt64)?
     public let clockRate: UInt32
@@ -29,6 +30,7 @@ public struct RTPReceptionStatistics: Sendable {
             ssrc = packetSSRC
             baseSequence = UInt32(sequenceNumber)
             maximumSequence = sequenceNumber
+            firstArrival = arrival
         }
         let delta = sequenceNumber &- maximumSequence
         if delta < 0x8000 {
@@ -36,12 +38,15 @@ public struct RTPReceptionStatistics: Sendable {
             maximumSequence = sequenceNumber
         }
         received &+= 1
-        let arrivalUnits = Int64(arrival / 1000) * Int64(clockRate) / 1_000_000
-        let transit = arrivalUnits - Int64(timestamp)
+        // Arrival in timestamp units since the first packet, modulo 2^32 like RTP timestamps (A.8): only
+        // differences matter, and nothing here can overflow whatever the uptime or the clock rate.
+        let microseconds = (arrival > firstArrival ? arrival - firstArrival : 0) / 1000
+        let units = microseconds / 1_000_000 &* UInt64(clockRate) &+ microseconds % 1_000_000 * UInt64(clockRate) / 1_000_000
+        let transit = UInt32(truncatingIfNeeded: units) &- timestamp
         if let lastTransit {
-            let difference = UInt32(min(abs(transit - lastTransit), Int64(UInt32.max >> 4)))
+            let difference = Int32(bitPattern: transit &- lastTransit).magnitude
             // J += (|D| - J) / 16, kept scaled by 16.
-            jitter = UInt32(clamping: Int64(jitter) + Int64(difference) - Int64((jitter + 8) >> 4))
+            jitter = UInt32(clamping: Int64(jitter) + Int64(difference) - Int64(jitter >> 4))
         }
         lastTransit = transit
     }
@@ -78,8 +83,9 @@ public struct RTPReceptionStatistics: Sendable {
             append(extendedHighestSequence, to: &bytes)
             append(jitter >> 4, to: &bytes)
             if let lastSenderReport {
-                // Delay since the last SR, in 1/65536 s.
-                let delay = (now &- lastSenderReport.arrival) / 1000 * 65536 / 1_000_000
+                // Delay since the last SR, in 1/65536 s (zero if the SR was stamped after `now` was read).
+                let elapsed = now > lastSenderReport.arrival ? now - lastSenderReport.arrival : 0
+                let delay = min(elapsed / 1000, 1 << 40) * 65536 / 1_000_000
                 append(lastSenderReport.ntp, to: &bytes)
                 append(UInt32(clamping: delay), to: &bytes)
             } else {

@@ -8,6 +8,8 @@ public struct RTSPChallenge: Sendable, Equatable {
     }
 
     public var scheme: Scheme
+    /// Digest's stale=true: the nonce expired, the credentials were right (RFC 2617 §3.2.1).
+    public var stale = false
 
     /// The best challenge among a 401's WWW-Authenticate headers; nil when none is usable (e.g. an unknown
     /// algorithm such as SHA-256 only).
@@ -27,6 +29,7 @@ public struct RTSPChallenge: Sendable, Equatable {
             let qop = parameters["qop"].map { $0.split(separator: ",").contains { $0.trimmingSpaces() == "auth" } } ?? false
             scheme = .digest(realm: parameters["realm"] ?? "", nonce: nonce, opaque: parameters["opaque"],
                              qualityOfProtection: qop, sessionAlgorithm: algorithm == "MD5-SESS")
+            stale = parameters["stale"]?.lowercased() == "true"
             return
         }
         guard basic else { return nil }
@@ -53,9 +56,13 @@ public struct RTSPChallenge: Sendable, Equatable {
             let digits = String(count, radix: 16)
             let nc = String(repeating: "0", count: max(0, 8 - digits.count)) + digits
             let response = qop ? hex("\(ha1):\(nonce):\(nc):\(clientNonce):auth:\(ha2)") : hex("\(ha1):\(nonce):\(ha2)")
-            var value = "Digest username=\"\(user)\", realm=\"\(realm)\", nonce=\"\(nonce)\", uri=\"\(uri)\", response=\"\(response)\""
+            // Quoted strings are written back escaped, as they were read unescaped (a realm may hold quotes).
+            func quoted(_ text: String) -> String {
+                "\"" + text.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"") + "\""
+            }
+            var value = "Digest username=\(quoted(user)), realm=\(quoted(realm)), nonce=\(quoted(nonce)), uri=\(quoted(uri)), response=\"\(response)\""
             if session { value += ", algorithm=MD5-sess" }
-            if let opaque { value += ", opaque=\"\(opaque)\"" }
+            if let opaque { value += ", opaque=\(quoted(opaque))" }
             if qop { value += ", qop=auth, nc=\(nc), cnonce=\"\(clientNonce)\"" }
             return value
         }
@@ -96,5 +103,12 @@ public struct RTSPChallenge: Sendable, Equatable {
             result[name] = value
         }
         return result
+    }
+}
+
+extension String {
+    /// Every occurrence of `target` replaced (Foundation-free).
+    fileprivate func replacingAll(_ target: String, with replacement: String) -> String {
+        split(separator: Substring(target), omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

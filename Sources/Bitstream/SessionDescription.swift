@@ -81,7 +81,8 @@ public struct SessionDescription: Sendable, Equatable {
                     offered.append(name)
                     continue
                 }
-                let clockRate = encoding.count > 1 ? UInt32(encoding[1]) ?? 90000 : 90000
+                // RFC 6184 and 7798 fix 90 kHz; a rate outside what any sender uses is taken for that.
+                let clockRate = encoding.count > 1 ? UInt32(encoding[1]).flatMap { (1000...10_000_000).contains($0) ? $0 : nil } ?? 90000 : 90000
                 let fmtp = media.attributes.first(where: { $0.0 == "fmtp" && $0.1.hasPrefix(prefix) })?.1.dropFirst(prefix.count)
                 let parameters = Self.formatParameters(fmtp.map(String.init) ?? "")
                 var parameterSets: [[UInt8]] = []

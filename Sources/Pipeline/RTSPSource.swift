@@ -30,25 +30,31 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { url + (user == nil ? "" : " (credentials set)") }
 
-    /// Nil with a reason that never repeats the text (it may hold a password).
+    /// The source, or why not in words that never repeat the text (it may hold a password).
     static func parse(_ text: String) -> Result<RTSPSource, SourceError> {
         guard text.hasPrefix("rtsp://") else { return .failure(.scheme) }
         var rest = Substring(text.dropFirst("rtsp://".count))
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         rest = rest[authorityEnd...]
+        // A password with an unencoded "/" or "?" would end the authority early and land in the path, which is
+        // printed: an "@" there is taken for that mistake, never printed.
+        if rest.contains("@") { return .failure(.credentials) }
         var user: String?
         var password: Secret?
         if let at = authority.lastIndex(of: "@") {
             let userInfo = authority[..<at]
             authority = authority[authority.index(after: at)...]
             let colon = userInfo.firstIndex(of: ":")
-            guard let name = percentDecoded(userInfo[..<(colon ?? userInfo.endIndex)]), !name.isEmpty else {
+            // Control characters would end the Authorization header early (header injection).
+            guard let name = percentDecoded(userInfo[..<(colon ?? userInfo.endIndex)]), !name.isEmpty,
+                  !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
                 return .failure(.credentials)
             }
             user = name
             if let colon {
-                guard let secret = percentDecoded(userInfo[userInfo.index(after: colon)...]) else { return .failure(.credentials) }
+                guard let secret = percentDecoded(userInfo[userInfo.index(after: colon)...]),
+                      !secret.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else { return .failure(.credentials) }
                 password = Secret(secret)
             }
         }
@@ -82,7 +88,7 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
         var message: String {
             switch self {
             case .scheme: "source must be an rtsp:// URL: rtsp://[USER:PASSWORD@]HOST[:PORT]/PATH"
-            case .credentials: "source's user or password is malformed (characters such as @ : / must be percent-encoded)"
+            case .credentials: "source's user or password is malformed (characters such as @ : / ? must be percent-encoded, as %40 %3A %2F %3F; no control characters)"
             case .host: "source must name a host: rtsp://HOST[:PORT]/PATH"
             case .port: "source's port must be 1...65535"
             case .path: "source's path must be printable ASCII without spaces (percent-encode the rest)"

@@ -84,6 +84,7 @@ final class StreamPipeline: @unchecked Sendable {
             throw error
         }
         worker.enqueue(.listening)
+        if case .rtsp(let client) = listener { client.start() }
         if let source = configuration.rtsp {
             logger.info("pulling", metadata: ["source": "\(source)", "shm": "/dev/shm/\(configuration.shmName)"])
         } else {
@@ -162,8 +163,7 @@ final class StreamPipeline: @unchecked Sendable {
             let client = RTSPClient(source: source, configuration: configuration, worker: worker,
                                     context: RTSPClientContext(group: group, metrics: metrics, logger: logger))
             rtspClient.withLockedValue { $0 = client }
-            client.start()
-            return .rtsp(client)
+            return .rtsp(client)  // started once the decode thread has been told the stream is listening
         case .srt:
             let listener = try SRTListener(configuration: configuration, worker: worker, activity: activity, metrics: metrics,
                                            logger: logger, inherited: inheritedDescriptor)

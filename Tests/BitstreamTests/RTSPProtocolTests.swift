@@ -104,6 +104,12 @@ import Testing
         ])
         #expect(challenge?.scheme == .digest(realm: "Login to \"cam\"", nonce: "abc, def", opaque: "xyz",
                                              qualityOfProtection: true, sessionAlgorithm: false))
+        #expect(challenge?.stale == false)
+        #expect(RTSPChallenge(headers: ["Digest realm=\"x\", nonce=\"y\", stale=TRUE"])?.stale == true)
+        // Quoted values go back escaped, as they came.
+        let answer = challenge!.authorization(user: "u", password: "p", method: "DESCRIBE", uri: "rtsp://cam/", count: 1,
+                                              clientNonce: "n") { _ in [UInt8](repeating: 0, count: 16) }
+        #expect(answer.contains("realm=\"Login to \\\"cam\\\"\"") && answer.contains("nonce=\"abc, def\""), "\(answer)")
         #expect(RTSPChallenge(headers: ["Basic realm=\"cam\""])?.scheme == .basic)
         #expect(RTSPChallenge(headers: ["Digest realm=\"x\", nonce=\"y\", algorithm=SHA-256"]) == nil)
         #expect(RTSPChallenge(headers: ["Negotiate"]) == nil)

@@ -191,6 +191,9 @@ import Testing
         ("[[stream]]\nname = \"a\"\nsource = \"http://cam/x\"\n", 3, "must be an rtsp:// URL"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam:99999/x\"\n", 3, "port must be"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://u:p%zz@cam/x\"\n", 3, "percent-encoded"),
+        // An unencoded "/" in the password: not taken for a host and a path (the path is printed).
+        ("[[stream]]\nname = \"a\"\nsource = \"rtsp://admin:2024/x@cam/live\"\n", 3, "percent-encoded"),
+        ("[[stream]]\nname = \"a\"\nsource = \"rtsp://admin:a%0D%0AX-Evil: 1@cam/live\"\n", 3, "no control characters"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nrtsp_transport = \"sctp\"\n", 4, "tcp or udp"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nallow = [\"10.0.0.0/8\"]\n", 4, "does not apply to a source"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nreceive_buffer = \"8M\"\n", 4, "rtsp_transport = \"udp\""),

@@ -55,7 +55,8 @@ final class RTSPCamera {
 
 /// source = "rtsp://…": the daemon pulls from a real RTSP server (gst-rtsp-server) over interleaved TCP and UDP,
 /// H.264 and H.265, with and without Digest authentication; every frame bit-exact against FFmpeg's decode of the
-/// clip served. A camera killed mid-stream and back again; a wrong password, an unreachable camera and a server that
+/// clip served. The clip's parameter sets reach the daemon only in the SDP (Matroska keeps them out of the frames):
+/// without them nothing decodes. A camera killed mid-stream and back again; a wrong password, an unreachable camera and a server that
 /// answers garbage: a line (once per change), a counter, a state in STATUS, the daemon up, the password nowhere.
 @Suite(.serialized) struct RTSPPullTests {
     static let frames = 60

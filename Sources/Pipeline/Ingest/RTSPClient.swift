@@ -33,13 +33,14 @@ enum RTSPClientState: Sendable, Equatable, CustomStringConvertible {
 
 /// source = "rtsp://…": the daemon as the RTSP client, one session at a time. A session that fails or ends is
 /// followed by another after a capped exponential backoff (0.1 s doubling to 1 s, so a camera that reboots is
-/// streaming again within about a second of answering; 30 s after a refused password, which cameras punish by
-/// locking the account). Each failure is counted by kind; a failure is logged when it differs from the last one
+/// streaming again within about a second of answering; up to 10 s after a refusal or a protocol error, and from
+/// 5 up to 30 s after a refused password, which cameras punish by locking the account). Each failure is counted by kind; a failure is logged when it differs from the last one
 /// logged (once per change of state, not once per attempt), and the state is in the stream's STATUS line.
 final class RTSPClient: Sendable {
     static let initialDelay = 0.1
     static let maximumDelay = 1.0
     static let maximumDelayUnauthorized = 30.0
+    static let maximumDelayRefused = 10.0
 
     let source: RTSPSource
     let configuration: StreamConfiguration
@@ -48,6 +49,8 @@ final class RTSPClient: Sendable {
     let state = NIOLockedValueBox(RTSPClientState.connecting(attempt: 1))
     private let stopRequested = NIOLockedValueBox(false)
     private let finished = OneShotSignal()
+    /// The session's connection, closed by `stop()` when the session does not end by itself at once.
+    private let current = NIOLockedValueBox<RTSPConnection?>(nil)
 
     init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext) {
         self.source = source
@@ -60,10 +63,16 @@ final class RTSPClient: Sendable {
         Task { await run() }
     }
 
-    /// Ends the session in progress (TEARDOWN) and waits for the client to finish.
+    /// Ends the session in progress (TEARDOWN) and waits for the client to finish. A session still setting up
+    /// against a slow server is cut short: its connection is closed, which fails the request it waits on.
     func stop() async {
         stopRequested.withLockedValue { $0 = true }
+        let closer = Task { [current] in
+            try await Task.sleep(nanoseconds: 500_000_000)
+            current.withLockedValue { $0 }?.close()
+        }
         await finished.wait()
+        closer.cancel()
     }
 
     private var isStopping: Bool { stopRequested.withLockedValue { $0 } }
@@ -81,7 +90,8 @@ final class RTSPClient: Sendable {
         var lastLogged: String?
         while !isStopping {
             state.withLockedValue { $0 = .connecting(attempt: attempt) }
-            let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID)
+            let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID,
+                                      current: current)
             nextID += 1
             var played = false
             let failure = await session.run(stopRequested: { isStopping }) { what in
@@ -95,7 +105,9 @@ final class RTSPClient: Sendable {
             guard let failure else { break }
             context.metrics.rtspPlaying.record(0)
             context.metrics.rtspFailure(failure.kind)
-            if played {
+            // The backoff starts over only after a session that delivered video: a server that accepts PLAY and
+            // then closes at once is not asked again ten times a second.
+            if played && worker.activity.lastProgress(of: nextID - 1) != nil {
                 attempt = 1
                 delay = Self.initialDelay
             } else {
@@ -116,8 +128,13 @@ final class RTSPClient: Sendable {
         }
     }
 
+    /// A server that went away is asked again often (it may be back any moment); one that answered but said no
+    /// (404, an SDP without usable video) less often, and a refused password rarely.
     static func cap(for failure: RTSPFailure) -> Double {
-        if case .unauthorized = failure { return maximumDelayUnauthorized }
-        return maximumDelay
+        switch failure {
+        case .unauthorized: maximumDelayUnauthorized
+        case .refused, .protocolError: maximumDelayRefused
+        default: maximumDelay
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Bitstream
 import Glibc
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -62,12 +63,10 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private var parser = RTSPStreamParser()
     private var pending: [EventLoopPromise<RTSPResponse>] = []
-    /// Interleaved frames: channel number and payload (a view valid during the call). Returns false when the
-    /// decode thread is behind: reading pauses until `resume` is called.
-    var interleaved: ((UInt8, ArraySlice<UInt8>) -> Bool)?
-    /// Called once reading has paused (after `interleaved` returned false): it arranges for reading to resume.
-    var pausedReading: ((Channel) -> Void)?
-    private(set) var failure: RTSPFailure?
+    /// Interleaved frames: channel number and payload (a view valid during the call).
+    var interleaved: ((UInt8, ArraySlice<UInt8>) -> Void)?
+    /// Why the connection ended (read by the session task).
+    let failure = NIOLockedValueBox<RTSPFailure?>(nil)
     private var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -76,8 +75,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Queues `promise` for the next answer and writes the request.
     func send(_ request: [UInt8], answer promise: EventLoopPromise<RTSPResponse>) {
-        guard let context, failure == nil else {
-            promise.fail(failure ?? .closed)
+        guard let context, failure.withLockedValue({ $0 }) == nil else {
+            promise.fail(failure.withLockedValue { $0 } ?? .closed)
             return
         }
         pending.append(promise)
@@ -87,7 +86,6 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         parser.append(buffer.readableBytesView)
-        var keepReading = true
         do {
             while let event = try parser.next() {
                 switch event {
@@ -99,16 +97,12 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                     let answer = "RTSP/1.0 \(status)\r\nCSeq: \(cseq ?? "0")\r\n\r\n"
                     context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: answer)), promise: nil)
                 case .interleaved(let channel, let payload):
-                    if let interleaved, !interleaved(channel, payload) { keepReading = false }
+                    interleaved?(channel, payload)
                 }
             }
         } catch {
             fail(.protocolError("\(error)"), context: context)
             return
-        }
-        if !keepReading {
-            _ = context.channel.setOption(ChannelOptions.autoRead, value: false)
-            pausedReading?(context.channel)
         }
     }
 
@@ -122,10 +116,13 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func fail(_ reason: RTSPFailure, context: ChannelHandlerContext) {
-        if failure == nil { failure = reason }
+        let first = failure.withLockedValue { failure in
+            if failure == nil { failure = reason }
+            return failure!
+        }
         let waiting = pending
         pending = []
-        for promise in waiting { promise.fail(failure!) }
+        for promise in waiting { promise.fail(first) }
         context.close(promise: nil)
     }
 }

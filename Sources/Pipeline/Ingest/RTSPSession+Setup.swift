@@ -37,6 +37,17 @@ extension RTSPSession {
     }
 
     /// The Session header's timeout (seconds, RFC 2326 §12.37), 60 when absent.
+    /// The Transport reply's source= address (RFC 2326 §12.39), when it names one.
+    static func transportSource(in transport: String) -> String? {
+        for item in transport.split(separator: ";") {
+            let pair = item.split(separator: "=", maxSplits: 1)
+            if pair.count == 2, pair[0].trimmingCharacters(in: " \t").lowercased() == "source" {
+                return pair[1].trimmingCharacters(in: " \t\"")
+            }
+        }
+        return nil
+    }
+
     static func sessionTimeout(_ header: String) -> Int {
         for item in header.split(separator: ";").dropFirst() {
             let pair = item.split(separator: "=", maxSplits: 1)
@@ -57,11 +68,11 @@ extension RTSPSession {
 
     /// An even RTP port and the odd RTCP port above it (RFC 3550 §11), on the address the RTSP connection uses.
     /// Datagrams from any address but the server's are ignored (and counted).
-    func bindPortPair(near control: Channel, server: SocketAddress) async throws(RTSPFailure) -> (rtp: Channel, rtcp: Channel) {
+    func bindPortPair(near control: Channel) async throws(RTSPFailure) -> (rtp: Channel, rtcp: Channel) {
         let host = control.localAddress?.ipAddress ?? "0.0.0.0"
-        let rtpHandler = RTSPDatagramHandler(server: server, deliver: Self.deliverer(worker: worker, statistics: statistics, id: id, dropWhenBehind: true),
+        let rtpHandler = RTSPDatagramHandler(server: mediaSource, deliver: Self.deliverer(worker: worker, statistics: statistics, id: id),
                                              rtcp: nil, context: context)
-        let rtcpHandler = RTSPDatagramHandler(server: server, deliver: nil, rtcp: rtcpReceiver, context: context)
+        let rtcpHandler = RTSPDatagramHandler(server: mediaSource, deliver: nil, rtcp: rtcpReceiver, context: context)
         for _ in 0..<32 {
             do {
                 let rtp = try await DatagramBootstrap(group: control.eventLoop)
@@ -101,14 +112,15 @@ final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
     /// A receive buffer per datagram of a vector read: a jumbo frame's worth.
     static let messageBytes = 9216
 
-    private let server: SocketAddress
+    /// The address RTP may come from (set before SETUP, changed by the reply's source=).
+    private let server: NIOLockedValueBox<SocketAddress?>
     /// The RTP port's handler delivers packets; the RTCP port's reads the server's reports.
     private let deliver: ((UnsafeRawBufferPointer) -> Bool)?
     private let rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?
     private let context: RTSPClientContext
     private var log: RateLimitedLogger
 
-    init(server: SocketAddress, deliver: ((UnsafeRawBufferPointer) -> Bool)?, rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?,
+    init(server: NIOLockedValueBox<SocketAddress?>, deliver: ((UnsafeRawBufferPointer) -> Bool)?, rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?,
          context: RTSPClientContext) {
         self.server = server
         self.deliver = deliver
@@ -119,7 +131,7 @@ final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelRead(context channelContext: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        guard envelope.remoteAddress.ipAddress == server.ipAddress else {
+        guard envelope.remoteAddress.ipAddress == server.withLockedValue({ $0?.ipAddress }) else {
             context.metrics.refused(.notAllowed)
             log.log(.warning, key: "rtsp-foreign", now: MonotonicClock.nanoseconds(),
                     "datagrams from \(envelope.remoteAddress), not the RTSP server, ignored")

@@ -43,7 +43,16 @@ final class RTSPSession {
     private let ownSSRC = UInt32.random(in: 1...UInt32.max)
     private var enqueuedConnection = false
 
-    init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext, id: ConnectionID) {
+    /// The URL the session as a whole is controlled with (PLAY, TEARDOWN), once described.
+    private var sessionURL: String?
+    /// The address RTP comes from (the RTSP peer, or the Transport reply's source=); read by the UDP handlers.
+    let mediaSource = NIOLockedValueBox<SocketAddress?>(nil)
+    /// Where the client can close the connection to stop a session that is still setting up.
+    private let current: NIOLockedValueBox<RTSPConnection?>
+
+    init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext, id: ConnectionID,
+         current: NIOLockedValueBox<RTSPConnection?>) {
+        self.current = current
         self.source = source
         self.configuration = configuration
         self.worker = worker
@@ -57,11 +66,17 @@ final class RTSPSession {
     func run(stopRequested: () -> Bool, playing: (String) -> Void) async -> RTSPFailure? {
         var failure: RTSPFailure?
         do {
-            try await play(playing: playing)
+            try await play(stopRequested: stopRequested, playing: playing)
             failure = try await watch(stopRequested: stopRequested)
         } catch {
             failure = error
         }
+        // A session that is over is torn down, so that the server stops sending (and frees its slot: cameras
+        // allow few sessions) before the next one starts.
+        if let connection, connection.channel.isActive, sessionHeader != nil {
+            _ = try? await request(method: "TEARDOWN", url: sessionURL ?? source.url, timeout: .milliseconds(300), anyStatus: true)
+        }
+        current.withLockedValue { $0 = nil }
         connection?.close()
         udp?.rtp.close(promise: nil)
         udp?.rtcp.close(promise: nil)
@@ -77,9 +92,10 @@ final class RTSPSession {
         return failure
     }
 
-    private func play(playing: (String) -> Void) async throws(RTSPFailure) {
+    private func play(stopRequested: () -> Bool, playing: (String) -> Void) async throws(RTSPFailure) {
         let connection = try await RTSPConnection.connect(host: source.host, port: source.port, group: context.group)
         self.connection = connection
+        current.withLockedValue { $0 = connection }
         let options = try await request("OPTIONS", url: source.url)
         supportsGetParameter = options.header("Public")?.uppercased().contains("GET_PARAMETER") ?? false
         let description = try await request("DESCRIBE", url: source.url, headers: [("Accept", "application/sdp")])
@@ -102,24 +118,36 @@ final class RTSPSession {
         let base = Self.contentBase(description, requestURL: source.url)
         let mediaURL = Self.resolve(video.control, base: base)
         let sessionURL = sdp.control.map { $0 == "*" ? base : Self.resolve($0, base: base) } ?? base
+        self.sessionURL = sessionURL
         statistics.withLockedValue { $0 = RTPReceptionStatistics(clockRate: video.clockRate) }
 
         switch source.transport {
         case .tcp:
             let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")])
             try takeSession(from: setup)
-            let channels = Self.transportParameter("interleaved", in: setup.header("Transport") ?? "") ?? (0, 1)
+            let transport = setup.header("Transport") ?? ""
+            guard transport.uppercased().contains("/TCP") else {
+                throw .protocolError("the server did not accept interleaved TCP (Transport: \(transport.prefix(100))); try rtsp_transport = \"udp\"")
+            }
+            let channels = Self.transportParameter("interleaved", in: transport) ?? (0, 1)
             rtcpSender = { [connection] bytes in connection.writeInterleaved(channel: UInt8(truncatingIfNeeded: channels.second), bytes) }
             routeInterleaved(rtpChannel: UInt8(truncatingIfNeeded: channels.first), rtcpChannel: UInt8(truncatingIfNeeded: channels.second),
                              on: connection)
         case .udp:
-            guard let server = connection.channel.remoteAddress else { throw .closed }
-            let pair = try await bindPortPair(near: connection.channel, server: server)
+            guard var server = connection.channel.remoteAddress else { throw .closed }
+            mediaSource.withLockedValue { $0 = server }
+            let pair = try await bindPortPair(near: connection.channel)
             udp = pair
             let port = pair.rtp.localAddress?.port ?? 0
             let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP;unicast;client_port=\(port)-\(port + 1)")])
             try takeSession(from: setup)
-            if let ports = Self.transportParameter("server_port", in: setup.header("Transport") ?? "") {
+            let transport = setup.header("Transport") ?? ""
+            // A media server apart from the RTSP server names itself (source=): RTP comes from there, RTCP goes there.
+            if let address = Self.transportSource(in: transport), let media = try? SocketAddress(ipAddress: address, port: 0) {
+                server = media
+                mediaSource.withLockedValue { $0 = media }
+            }
+            if let ports = Self.transportParameter("server_port", in: transport) {
                 var destination = server
                 destination.port = ports.second
                 rtcpSender = { [rtcp = pair.rtcp, destination] bytes in
@@ -134,6 +162,7 @@ final class RTSPSession {
         enqueuedConnection = true
         if configuration.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
         _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
+        if stopRequested() { return }
         playing("\(video.codec.rawValue) over \(source.transport == .tcp ? "interleaved TCP" : "UDP")")
     }
 
@@ -141,17 +170,15 @@ final class RTSPSession {
     private func watch(stopRequested: () -> Bool) async throws(RTSPFailure) -> RTSPFailure? {
         guard let connection else { return .closed }
         let start = MonotonicClock.nanoseconds()
-        let stallLimit = UInt64((configuration.idleTimeout > 0 ? configuration.idleTimeout : 10) * 1e9)
+        // idle_timeout: no video for that long ends the session (0: never; keep-alives still notice a dead server).
+        let stallLimit = configuration.idleTimeout > 0 ? UInt64(configuration.idleTimeout * 1e9) : UInt64.max
         // Half the server's session timeout (60 s unless it said otherwise), at least every 5 s with UDP for RTCP.
         let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
         var nextKeepAlive = start + keepAliveInterval
         var nextReport = start + 1_000_000_000
         while true {
-            if stopRequested() {
-                _ = try? await request("TEARDOWN", url: source.url, timeout: .milliseconds(500))
-                return nil
-            }
-            if !connection.channel.isActive { return connection.handler.failure ?? .closed }
+            if stopRequested() { return nil }
+            if !connection.channel.isActive { return connection.handler.failure.withLockedValue { $0 } ?? .closed }
             let now = MonotonicClock.nanoseconds()
             let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
             if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
@@ -163,40 +190,48 @@ final class RTSPSession {
             }
             if now >= nextKeepAlive {
                 nextKeepAlive = now + keepAliveInterval
-                _ = try await request(supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: source.url)
+                // Any answer says the server is alive: some list GET_PARAMETER and answer an empty one with 451.
+                _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url, anyStatus: true)
             }
             try? await Task.sleep(nanoseconds: 50_000_000)
         }
     }
 
-    /// One request; a 401 is answered once with the credentials (Digest preferred), later requests carry them.
-    private func request(_ method: String, url: String, headers: [(String, String)] = [],
-                         timeout: TimeAmount = RTSPConnection.answerTimeout) async throws(RTSPFailure) -> RTSPResponse {
+    /// One request; a 401 is answered with the credentials (Digest preferred), and later requests carry them. A
+    /// second 401 fails, unless its challenge says the nonce went stale (then the new one is tried once more).
+    private func request(_ method: String, url: String, headers: [(String, String)] = []) async throws(RTSPFailure) -> RTSPResponse {
+        try await request(method: method, url: url, headers: headers, timeout: RTSPConnection.answerTimeout, anyStatus: false)
+    }
+
+    private func request(method: String, url: String, headers: [(String, String)] = [], timeout: TimeAmount = RTSPConnection.answerTimeout,
+                         anyStatus: Bool) async throws(RTSPFailure) -> RTSPResponse {
         guard let connection else { throw .closed }
-        var sentCredentials = false
+        var retried = false
         while true {
             cseq += 1
             var all = headers
             if let sessionHeader { all.append(("Session", sessionHeader)) }
+            let sentCredentials = challenge != nil && source.user != nil
             if let challenge, let user = source.user {
                 nonceCount += 1
                 all.append(("Authorization", challenge.authorization(
                     user: user, password: source.password?.text ?? "", method: method, uri: url, count: nonceCount,
                     clientNonce: String(UInt64.random(in: 0...UInt64.max), radix: 16), md5: Self.md5)))
-                sentCredentials = true
             }
             let response = try await connection.request(method, url: url, cseq: cseq, headers: all, timeout: timeout)
-            if response.statusCode == 401 {
-                // A stale nonce gets one more try with the new one; wrong credentials fail.
-                guard source.user != nil, !sentCredentials, let offered = RTSPChallenge(headers: response.headers(named: "WWW-Authenticate")) else {
-                    throw .unauthorized(credentialsSent: sentCredentials)
+            if response.statusCode == 401 && !anyStatus {
+                guard source.user != nil else { throw .unauthorized(credentialsSent: false) }
+                guard let offered = RTSPChallenge(headers: response.headers(named: "WWW-Authenticate")) else {
+                    throw .protocolError("the server asks for an authentication this client does not speak (it speaks Digest MD5 and Basic)")
                 }
+                guard !retried, !sentCredentials || offered.stale else { throw .unauthorized(credentialsSent: true) }
+                retried = true
                 challenge = offered
                 nonceCount = 0
                 continue
             }
-            guard (200..<300).contains(response.statusCode) else {
-                throw .refused(method: method, status: response.statusCode, reason: response.reason)
+            guard anyStatus || (200..<300).contains(response.statusCode) else {
+                throw .refused(method: method, status: response.statusCode, reason: String(response.reason.prefix(100)))
             }
             return response
         }
@@ -215,16 +250,15 @@ final class RTSPSession {
     /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
     private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
         let (worker, statistics, id) = (self.worker, self.statistics, self.id)
-        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id, dropWhenBehind: false)
+        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id)
         let note = rtcpReceiver
+        let lost = context.metrics.datagramsLost
         connection.channel.eventLoop.execute {
             connection.handler.interleaved = { channel, payload in
-                if channel == rtpChannel { return payload.withUnsafeBytes(deliver) }
+                // Dropped while the decode thread is behind, as over UDP (the sequence gap reports the loss): pausing
+                // the reads instead would hold back the server's answers too, and its keep-alives would time out.
+                if channel == rtpChannel, !payload.withUnsafeBytes(deliver) { lost.increment() }
                 if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
-                return true
-            }
-            connection.handler.pausedReading = { channel in
-                worker.whenDrained { channel.eventLoop.execute { _ = channel.setOption(ChannelOptions.autoRead, value: true) } }
             }
         }
     }
@@ -239,12 +273,12 @@ final class RTSPSession {
         }
     }
 
-    /// One RTP packet to the decode thread and the reception statistics. False when the decode thread is behind
-    /// (TCP: reading pauses; UDP: the caller drops the packet, and the sequence gap flags the loss).
-    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID,
-                          dropWhenBehind: Bool) -> (UnsafeRawBufferPointer) -> Bool {
+    /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
+    /// decode thread is behind: the sequence gap then flags the loss.
+    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID)
+        -> (UnsafeRawBufferPointer) -> Bool {
         { payload in
-            if dropWhenBehind && !worker.acceptsMoreBytes { return false }
+            if !worker.acceptsMoreBytes { return false }
             let now = MonotonicClock.nanoseconds()
             if payload.count >= 12 {
                 let sequence = UInt16(payload[2]) << 8 | UInt16(payload[3])
