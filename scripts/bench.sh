@@ -34,6 +34,8 @@ service_tables=$(python3 scripts/bench-service.py --probe "$work/latency-probe")
 echo "GStreamer element…" >&2
 make gst-plugin >/dev/null
 gstreamer_table=$(python3 scripts/bench-gstreamer.py --probe "$work/latency-probe" --stream "$stream")
+echo "RTSP…" >&2
+rtsp_table=$(python3 scripts/bench-rtsp.py --probe "$work/latency-probe" --stream "$stream")
 echo "splitting…" >&2
 split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -128,6 +130,15 @@ ${service_tables}
 \`gst-launch-1.0 streamrecvsrc ! fakesink\` (the element logs when each frame leaves it, at GST_LEVEL_LOG).
 
 ${gstreamer_table}
+
+## RTSP pull over UDP against rtp://
+
+\`scripts/bench-rtsp.py\`: the same RTP packets (RFC 6184, 1400-byte payloads, marker on each frame's last packet),
+paced at 30 fps, sent once to a \`listen = "rtp://…"\` stream and once, by a minimal RTSP server in the script (so
+that it knows when each packet left), to the port pair a \`source = "rtsp://…"\` stream with \`rtsp_transport = "udp"\`
+asked for, alternating runs; then the camera goes away (connection closed, port closed) and comes back.
+
+${rtsp_table}
 
 ## Annex B splitting
 

@@ -4,6 +4,8 @@
 public struct RTPReceptionStatistics: Sendable {
     /// The sender's SSRC, once a packet has arrived.
     public private(set) var ssrc: UInt32?
+    /// When the last packet arrived.
+    public private(set) var lastArrival: UInt64?
     private var baseSequence: UInt32 = 0
     private var maximumSequence: UInt16 = 0
     private var cycles: UInt32 = 0
@@ -38,6 +40,7 @@ public struct RTPReceptionStatistics: Sendable {
             maximumSequence = sequenceNumber
         }
         received &+= 1
+        lastArrival = arrival
         // Arrival in timestamp units since the first packet, modulo 2^32 like RTP timestamps (A.8): only
         // differences matter, and nothing here can overflow whatever the uptime or the clock rate.
         let microseconds = (arrival > firstArrival ? arrival - firstArrival : 0) / 1000

@@ -36,6 +36,11 @@ final class RTSPCamera {
         }
     }
 
+    /// Stopped (SIGSTOP) or continued (SIGCONT): a camera that hangs, its connections open and silent.
+    func signal(_ number: Int32) {
+        if pid > 0 { Glibc.kill(pid, number) }
+    }
+
     /// Killed, as a camera loses power: no TEARDOWN, no BYE, the connection reset.
     func kill() {
         guard pid > 0 else { return }
@@ -160,6 +165,31 @@ final class RTSPCamera {
         #expect((sample(body, "streamrecvd_rtsp_failures_total", labels + ",reason=\"closed\"") ?? 0) == 1)
         #expect((sample(body, "streamrecvd_rtsp_sessions_total", labels) ?? 0) >= 2)
         #expect(sample(body, "streamrecvd_rtsp_playing", labels) == 1)
+        #expect(daemon.isRunning)
+    }
+
+    /// A camera that hangs (SIGSTOP: its connection open, nothing sent, nothing answered): a session without a packet
+    /// for a second asks the server, gets no answer, and ends well before idle_timeout; once the camera resumes, a new
+    /// session streams.
+    @Test func aCameraThatHangsIsNoticedAndStreamsAgainOnceItResumes() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let clip = try Self.clip(codec: "h264", in: directory)
+        let long = directory.appendingPathComponent("long.mkv").path
+        try runChecked("ffmpeg", ["-v", "error", "-y", "-stream_loop", "19", "-i", clip, "-c", "copy", long])
+        let camera = try RTSPCamera(clip: long, codec: "h264", directory: directory)
+        let metricsPort = freePort()
+        let daemon = try Self.daemon("rtsphang", source: camera.url, transport: "udp", ["idle_timeout": "60"], metricsPort: metricsPort)
+        let deadline = Date().addingTimeInterval(60)
+        while (daemon.status?.counters.framesPublished ?? 0) < 10 && Date() < deadline { usleep(20_000) }
+        camera.signal(SIGSTOP)
+        while !daemon.log.contains("RTSP session ended: no answer to") && Date() < deadline { usleep(50_000) }
+        #expect(daemon.log.contains("RTSP session ended: no answer to"), "\(daemon.log.suffix(2000))")
+        let before = daemon.status?.counters.framesPublished ?? 0
+        camera.signal(SIGCONT)
+        while (daemon.status?.counters.framesPublished ?? 0) < before + 30 && Date() < deadline { usleep(50_000) }
+        #expect((daemon.status?.counters.framesPublished ?? 0) >= before + 30, "\(daemon.log.suffix(3000))")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect((sample(body, "streamrecvd_rtsp_failures_total", "stream=\"\(daemon.name)\",reason=\"timeout\"") ?? 0) >= 1)
         #expect(daemon.isRunning)
     }
 

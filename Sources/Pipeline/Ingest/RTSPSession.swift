@@ -176,6 +176,7 @@ final class RTSPSession {
         let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
         var nextKeepAlive = start + keepAliveInterval
         var nextReport = start + 1_000_000_000
+        var nextProbe = start
         while true {
             if stopRequested() { return nil }
             if !connection.channel.isActive { return connection.handler.failure.withLockedValue { $0 } ?? .closed }
@@ -183,6 +184,16 @@ final class RTSPSession {
             let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
             if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
             if goodbyeReceived.withLockedValue({ $0 }) { return .ended }
+            // No packet for a second: is the server still there? A camera that lost power or rebooted sent no FIN;
+            // its old connection answers a request with a reset (or not at all): the session ends now and the next
+            // one starts as soon as the camera answers, instead of after idle_timeout.
+            let lastPacket = statistics.withLockedValue { $0.lastArrival } ?? start
+            if now > lastPacket + 1_000_000_000 && now >= nextProbe {
+                nextProbe = now + 2_000_000_000
+                _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url,
+                                      timeout: .seconds(2), anyStatus: true)
+                nextKeepAlive = now + keepAliveInterval
+            }
             if now >= nextReport {
                 nextReport = now + 5_000_000_000
                 let report = statistics.withLockedValue { $0.report(senderSSRC: ownSSRC, cname: "streamrecvd", now: now) }
