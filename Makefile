@@ -8,12 +8,12 @@ export PATH := $(PATH):/opt/swift/usr/bin
 # systemd-analyze and systemd-socket-activate in the tests; pkg-config to find them; ffmpeg (ffmpeg, ffprobe, libx264,
 # libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
 # the shared-memory ABI header standalone in a test; GStreamer (x264enc, x265enc, the RTP payloaders, udpsink,
-# tcpclientsink) is a real sender in the tests, and gst-rtsp-server (through python3-gi) the tests' RTSP camera; passwd (useradd) and util-linux (setpriv, prlimit) make the
+# tcpclientsink) is a real sender in the tests; passwd (useradd) and util-linux (setpriv, prlimit) make the
 # throwaway users and descriptor limits of the local-user and resource tests.
 APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libsystemd-dev libsrt-gnutls-dev systemd pkg-config \
 	ffmpeg gcc g++ bc python3 python3-numpy python3-venv passwd util-linux \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
-	gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0
+	gstreamer1.0-plugins-ugly
 # What `make bundle` needs besides: nasm for FFmpeg's assembly (without it the decoders are several times slower);
 # libva-dev and libffmpeg-nvenc-dev for the VA-API and NVDEC hwaccels; dpkg-dev for apt-get source; patchelf for the
 # relative RUNPATH.
@@ -51,7 +51,8 @@ deps:
 
 ## test: install dependencies, build, and run every test, then build the Debian package and the tarball and run each
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
-test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES)
+# gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
+test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests
