@@ -64,21 +64,21 @@ public struct SessionDescription: Sendable, Equatable {
         var offered: [String] = []
         var found: Video?
         search: for media in medias where media.fields.first == "video" && media.fields.count >= 4 {
-            for format in media.fields.dropFirst(3) {
+            for format in media.fields.dropFirst(3).prefix(32) {
                 guard let payloadType = UInt8(format), payloadType < 128 else { continue }
                 let prefix = "\(payloadType) "
                 guard let rtpmap = media.attributes.first(where: { $0.0 == "rtpmap" && $0.1.hasPrefix(prefix) })?.1 else {
-                    offered.append("payload type \(payloadType)")
+                    Self.note("payload type \(payloadType)", in: &offered)
                     continue
                 }
                 let encoding = rtpmap.dropFirst(prefix.count).split(separator: "/")
-                let name = encoding.first.map { String($0).uppercased() } ?? ""
+                let name = encoding.first.map { String($0.prefix(32)).uppercased() } ?? ""
                 let codec: VideoCodec
                 switch name {
                 case "H264": codec = .h264
                 case "H265": codec = .h265
                 default:
-                    offered.append(name)
+                    Self.note(name, in: &offered)
                     continue
                 }
                 // RFC 6184 and 7798 fix 90 kHz; a rate outside what any sender uses is taken for that.
@@ -102,6 +102,13 @@ public struct SessionDescription: Sendable, Equatable {
         }
         guard let found else { throw offered.isEmpty ? .noVideo : .unsupportedVideo(offered) }
         video = found
+    }
+
+    /// An encoding name for the error message: printable ASCII only, each once, at most 8 (the server chose them).
+    private static func note(_ name: String, in offered: inout [String]) {
+        let printable = String(String.UnicodeScalarView(name.unicodeScalars.filter { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7f }))
+        guard offered.count < 8, !offered.contains(printable) else { return }
+        offered.append(printable)
     }
 
     /// "a=b; c=d" to a dictionary; names lower-cased.

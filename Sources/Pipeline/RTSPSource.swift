@@ -25,10 +25,22 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
     public var password: Secret?
     public var transport = RTSPTransport.tcp
 
-    /// The URL requests name: no credentials.
+    /// The URL requests name: no user or password (those go in Authorization headers).
     public var url: String { "rtsp://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path)" }
 
-    public var description: String { url + (user == nil ? "" : " (credentials set)") }
+    /// The URL as printed: a query value whose key names a password (`password=`, `pwd=`, `passwd=`, as some cameras
+    /// take them) is replaced by `***`.
+    public var displayURL: String {
+        guard let query = path.firstIndex(of: "?") else { return url }
+        let items = path[path.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+            let key = item.prefix { $0 != "=" }.lowercased()
+            guard item.contains("="), key.contains("pass") || key.contains("pwd") else { return String(item) }
+            return item.prefix { $0 != "=" } + "=***"
+        }
+        return "rtsp://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path[..<query])?" + items.joined(separator: "&")
+    }
+
+    public var description: String { displayURL + (user == nil ? "" : " (credentials set)") }
 
     /// The source, or why not in words that never repeat the text (it may hold a password).
     static func parse(_ text: String) -> Result<RTSPSource, SourceError> {
@@ -77,7 +89,9 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
         }
         guard (1...65535).contains(port) else { return .failure(.port) }
         guard !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || "-._:%".contains($0) }) else { return .failure(.host) }
-        guard rest.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "#" }) else { return .failure(.path) }
+        guard rest.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7f && $0 != "#" }) else {
+            return .failure(.path)
+        }
         let path = rest.isEmpty ? "/" : rest.hasPrefix("/") ? String(rest) : "/" + rest
         return .success(RTSPSource(host: String(host), port: port, path: path, user: user, password: password))
     }

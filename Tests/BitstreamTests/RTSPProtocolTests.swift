@@ -84,6 +84,12 @@ import Testing
         #expect(throws: SessionDescription.ParseError.unsupportedVideo(["VP8"])) {
             try SessionDescription(parsing: "v=0\nm=video 0 RTP/AVP 97\na=rtpmap:97 VP8/90000\n")
         }
+        // What a hostile server offers is bounded in the error: each name once, printable, at most 8.
+        let formats = (0..<100).map { String(96 + $0 % 32) }.joined(separator: " ")
+        let names = (0..<32).map { "a=rtpmap:\(96 + $0) X\u{1b}\($0 % 12)/90000" }.joined(separator: "\n")
+        #expect(throws: SessionDescription.ParseError.unsupportedVideo((0..<8).map { "X\($0)" })) {
+            try SessionDescription(parsing: "v=0\nm=video 0 RTP/AVP \(formats)\n\(names)\n")
+        }
         #expect(throws: SessionDescription.ParseError.noVideo) { try SessionDescription(parsing: "v=0\nm=audio 0 RTP/AVP 0\n") }
         #expect(throws: SessionDescription.ParseError.notSDP) { try SessionDescription(parsing: "<html>") }
     }

@@ -169,6 +169,10 @@ import Testing
         let printed = "\(door) \(String(reflecting: door)) \(door.endpoint) \(ConfigurationReport(configuration).lines)"
         #expect(!printed.contains("p@ss") && !printed.contains("p%40ss") && !printed.contains("word"), "\(printed)")
         #expect(door.endpoint == "source rtsp://192.168.1.20:554/Streaming/Channels/101?transport=x (credentials set)")
+        // Cameras that take the password in the query: printed as ***.
+        let query = try ConfigurationLoader.parse("[[stream]]\nname = \"q\"\nsource = \"rtsp://cam/s?user=a&Password=hunter2&ch=1\"\n", file: "q.toml")
+        #expect(query.streams[0].rtsp?.url == "rtsp://cam:554/s?user=a&Password=hunter2&ch=1")
+        #expect(query.streams[0].endpoint == "source rtsp://cam:554/s?user=a&Password=***&ch=1")
         // A bad source is described without being repeated: it may hold a password.
         do {
             _ = try ConfigurationLoader.parse("[[stream]]\nname = \"a\"\nsource = \"rtsp://u:secret@cam:0/x\"\n", file: "r.toml")
@@ -194,6 +198,7 @@ import Testing
         // An unencoded "/" in the password: not taken for a host and a path (the path is printed).
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://admin:2024/x@cam/live\"\n", 3, "percent-encoded"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://admin:a%0D%0AX-Evil: 1@cam/live\"\n", 3, "no control characters"),
+        ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/live\\u001B[2J\"\n", 3, "printable ASCII"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nrtsp_transport = \"sctp\"\n", 4, "tcp or udp"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nallow = [\"10.0.0.0/8\"]\n", 4, "does not apply to a source"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nreceive_buffer = \"8M\"\n", 4, "rtsp_transport = \"udp\""),

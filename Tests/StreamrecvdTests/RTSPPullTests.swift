@@ -93,12 +93,14 @@ final class RTSPCamera {
         var codec: String
         var transport: String
         var authenticated: Bool
-        var testDescription: String { "\(codec) over \(transport)\(authenticated ? ", Digest authentication" : "")" }
+        /// "localhost": a name of two addresses (::1 refused, 127.0.0.1 answers: NIO tries both).
+        var host = "127.0.0.1"
+        var testDescription: String { "\(codec) over \(transport)\(authenticated ? ", Digest authentication" : "") to \(host)" }
     }
 
     @Test(arguments: [Case(codec: "h264", transport: "udp", authenticated: false),
                       Case(codec: "h264", transport: "tcp", authenticated: true),
-                      Case(codec: "h265", transport: "udp", authenticated: true),
+                      Case(codec: "h265", transport: "udp", authenticated: true, host: "localhost"),
                       Case(codec: "h265", transport: "tcp", authenticated: false)])
     func everyFrameBitExact(_ test: Case) throws {
         let directory = try TestEnvironment.temporaryDirectory()
@@ -106,9 +108,9 @@ final class RTSPCamera {
         // The camera comes up after the daemon (which retries meanwhile), so that the reader attached before it.
         let camera = try RTSPCamera(clip: clip, codec: test.codec, user: test.authenticated ? "viewer" : nil,
                                     password: test.authenticated ? Self.password : nil, directory: directory, start: false)
+        let url = camera.url.replacingOccurrences(of: "127.0.0.1", with: test.host)
         let daemon = try Self.daemon("rtsp\(test.codec)\(test.transport)",
-                                     source: test.authenticated ? Self.credentialed(camera.url) : camera.url,
-                                     transport: test.transport)
+                                     source: test.authenticated ? Self.credentialed(url) : url, transport: test.transport)
         let cat = try CatProcess(stream: daemon.name, frames: Self.frames, directory: directory)
         try camera.start()
         let (status, errors) = cat.finish()
@@ -117,10 +119,12 @@ final class RTSPCamera {
         #expect(difference == nil, "\(difference ?? "")")
         let log = daemon.log
         let how = test.transport == "udp" ? "UDP" : "interleaved TCP"
-        #expect(log.contains("RTSP session playing: \(test.codec) over \(how) from \(camera.url)"), "\(log.suffix(3000))")
-        // pts: the RTP timestamps (90 kHz), in presentation order at 25 fps.
-        let pts = readFrames(daemon.shmName, count: Self.frames).map(\.pts)
-        #expect(zip(pts, pts.dropFirst()).allSatisfy { $1 - $0 == 3600 }, "\(zip(pts, pts.dropFirst()).map { $1 - $0 })")
+        #expect(log.contains("RTSP session playing: \(test.codec) over \(how) from \(url)"), "\(log.suffix(3000))")
+        // pts: the RTP timestamps (90 kHz), in presentation order at 25 fps. The camera serves its clip again after
+        // its BYE: a new session, whose first frame says so (discontinuity), may already be in the ring.
+        let frames = readFrames(daemon.shmName, count: Self.frames)
+        let steps = zip(frames, frames.dropFirst()).filter { !$1.flags.contains(.discontinuity) }.map { $1.pts - $0.pts }
+        #expect(frames.count == Self.frames && steps.allSatisfy { $0 == 3600 }, "\(steps)")
         // The server's RTP session has our receiver reports (the first goes out a second into the session).
         let deadline = Date().addingTimeInterval(10)
         while camera.receiverReports == 0 && Date() < deadline { usleep(50_000) }

@@ -97,6 +97,7 @@ extension DecodeSession {
                 telemetry.metrics.rtpSourceChanges.increment()
                 finishInput()
                 startAfresh()
+                applySessionMedia()  // rtsp://: the SDP's codec and parameter sets hold for the new source too
                 telemetry.log(.warning, key: "rtp-source", now: time, restarted
                               ? "RTP sequence numbers restarted (SSRC \(ssrc)): the sender restarted; resynchronised"
                               : "new RTP source (SSRC \(ssrc)) replaces the previous one: resynchronised")

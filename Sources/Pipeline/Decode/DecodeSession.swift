@@ -22,6 +22,8 @@ final class DecodeSession {
     var annexB: AnnexBIngest
     /// For `rtp://` streams: NAL units come from RTP packets instead of Annex B bytes.
     var rtp: RTPIngest?
+    /// For `source = "rtsp://…"` streams: the session's format from its SDP (applied again when the RTP source changes).
+    var sessionMedia: RTPSessionMedia?
     /// For `srt://` streams: the Annex B bytes come out of MPEG-TS.
     var transportStream: TransportStreamIngest?
     var assembler: AccessUnitAssembler
@@ -119,6 +121,7 @@ final class DecodeSession {
         }
         if connection != nil { end(reason: .takenOver) }
         connection = id
+        sessionMedia = nil
         bytesThisConnection = 0
         lastProgressReport = 0
         startAfresh()
@@ -142,11 +145,19 @@ final class DecodeSession {
     /// rtsp://: the session's format, from the server's SDP. Its parameter sets go to the assembler first, as
     /// though sent in-band: a camera may send them nowhere else.
     private func describe(_ media: RTPSessionMedia) {
+        sessionMedia = media
         rtp = RTPIngest(codec: media.codec, payloadType: media.payloadType,
                         maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
-        assembler = AccessUnitAssembler(codec: media.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         publisher.writer.setPTSClockRate(media.clockRate)
+        applySessionMedia()
+    }
+
+    /// The assembler for the session's codec, primed with its SDP parameter sets (again after `startAfresh`).
+    func applySessionMedia() {
+        guard let media = sessionMedia else { return }
+        assembler = AccessUnitAssembler(codec: media.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         for unit in media.parameterSets {
+            // Offset 0: where the depacketizer, new for each session and each RTP source, starts counting.
             push(NALUnit(bytes: unit[...], startCodeOffset: 0, startCodeLength: 4))
         }
     }

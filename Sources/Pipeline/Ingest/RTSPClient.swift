@@ -1,8 +1,8 @@
 import CoreMetrics
 import Logging
-import SharedFrames
 import NIOConcurrencyHelpers
 import NIOCore
+import SharedFrames
 
 /// What an rtsp:// stream's sessions share.
 struct RTSPClientContext: Sendable {
@@ -69,7 +69,10 @@ final class RTSPClient: Sendable {
         stopRequested.withLockedValue { $0 = true }
         let closer = Task { [current] in
             try await Task.sleep(nanoseconds: 500_000_000)
-            current.withLockedValue { $0 }?.close()
+            while true {  // until the client has finished (cancelled then): a connection may come up later
+                current.withLockedValue { $0 }?.close()
+                try await Task.sleep(nanoseconds: 100_000_000)
+            }
         }
         await finished.wait()
         closer.cancel()
@@ -99,10 +102,11 @@ final class RTSPClient: Sendable {
                 state.withLockedValue { $0 = .playing(what) }
                 context.metrics.rtspSessions.increment()
                 context.metrics.rtspPlaying.record(1)
-                logger.info("RTSP session playing: \(what) from \(source.url)")
+                logger.info("RTSP session playing: \(what) from \(source.displayURL)")
                 lastLogged = nil
             }
-            guard let failure else { break }
+            // Stopping: whatever cut the session short (its connection closed by stop()) is not a failure.
+            guard let failure, !isStopping else { break }
             context.metrics.rtspPlaying.record(0)
             context.metrics.rtspFailure(failure.kind)
             // The backoff starts over only after a session that delivered video: a server that accepts PLAY and
@@ -114,7 +118,7 @@ final class RTSPClient: Sendable {
                 attempt += 1
             }
             if case .unauthorized = failure { delay = max(delay, 5) }
-            let message = played ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.url): \(failure); retrying"
+            let message = played ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
             if lastLogged != failure.description {
                 logger.warning("\(message) (backoff up to \(String(Self.cap(for: failure), decimals: 0)) s)")
                 lastLogged = failure.description

@@ -93,8 +93,13 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                     guard !pending.isEmpty else { continue }  // an answer to nothing: ignored
                     pending.removeFirst().succeed(response)
                 case .request(let method, let cseq):
+                    // A server that sends requests and never reads the answers is not let grow our memory.
+                    guard context.channel.isWritable else {
+                        fail(.protocolError("the server sends requests and does not read the answers"), context: context)
+                        return
+                    }
                     let status = method == "OPTIONS" || method == "GET_PARAMETER" ? "200 OK" : "501 Not Implemented"
-                    let answer = "RTSP/1.0 \(status)\r\nCSeq: \(cseq ?? "0")\r\n\r\n"
+                    let answer = "RTSP/1.0 \(status)\r\nCSeq: \((cseq ?? "0").prefix(32))\r\n\r\n"
                     context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: answer)), promise: nil)
                 case .interleaved(let channel, let payload):
                     interleaved?(channel, payload)
@@ -141,17 +146,19 @@ final class RTSPConnection: Sendable {
     }
 
     static func connect(host: String, port: Int, group: EventLoopGroup) async throws(RTSPFailure) -> RTSPConnection {
-        let handler = RTSPConnectionHandler()
+        // A handler per channel: with a name of several addresses NIO tries more than one connection (Happy
+        // Eyeballs), and the losers' handlers are removed after the winner's is added.
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 1 << 20))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RTSPConnectionHandler()) }
             }
         do {
             let channel = try await bootstrap.connect(host: host, port: port).get()
+            let handler = try await channel.pipeline.handler(type: RTSPConnectionHandler.self).get()
             return RTSPConnection(channel: channel, handler: handler)
         } catch {
             throw .unreachable(Self.describe(error))

@@ -1,12 +1,12 @@
 import Bitstream
+import CFFmpeg
 import CoreMetrics
 import Decoding
-import SharedFrames
-import CFFmpeg
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SharedFrames
 
 /// The session's parts that are plain parsing and socket setup: URLs, Transport parameters, the UDP port pair.
 extension RTSPSession {

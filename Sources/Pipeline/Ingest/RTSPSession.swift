@@ -1,13 +1,13 @@
 import Bitstream
+import CFFmpeg
 import CoreMetrics
 import Decoding
-import SharedFrames
-import CFFmpeg
 import Glibc
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SharedFrames
 
 /// What a playing RTSP session carries, told to the decode thread before its first packet.
 struct RTPSessionMedia: Sendable, Equatable {
@@ -77,6 +77,11 @@ final class RTSPSession {
             _ = try? await request(method: "TEARDOWN", url: sessionURL ?? source.url, timeout: .milliseconds(300), anyStatus: true)
         }
         current.withLockedValue { $0 = nil }
+        if configuration.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
+        if let connection {
+            // The handler's closure holds the worker: let go of it with the connection.
+            connection.channel.eventLoop.execute { connection.handler.interleaved = nil }
+        }
         connection?.close()
         udp?.rtp.close(promise: nil)
         udp?.rtcp.close(promise: nil)
@@ -96,8 +101,10 @@ final class RTSPSession {
         let connection = try await RTSPConnection.connect(host: source.host, port: source.port, group: context.group)
         self.connection = connection
         current.withLockedValue { $0 = connection }
+        if stopRequested() { return }
         let options = try await request("OPTIONS", url: source.url)
         supportsGetParameter = options.header("Public")?.uppercased().contains("GET_PARAMETER") ?? false
+        if stopRequested() { return }
         let description = try await request("DESCRIBE", url: source.url, headers: [("Accept", "application/sdp")])
         let sdp: SessionDescription
         do {
@@ -121,6 +128,7 @@ final class RTSPSession {
         self.sessionURL = sessionURL
         statistics.withLockedValue { $0 = RTPReceptionStatistics(clockRate: video.clockRate) }
 
+        if stopRequested() { return }
         switch source.transport {
         case .tcp:
             let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")])
@@ -156,11 +164,12 @@ final class RTSPSession {
             }
         }
         // The decode thread learns the session before its first packet: PLAY's answer may follow the RTP.
-        worker.enqueue(.connected(id, remote: source.url))
+        worker.enqueue(.connected(id, remote: source.displayURL))
         worker.enqueue(.rtpSession(id, RTPSessionMedia(codec: video.codec, payloadType: video.payloadType,
                                                        clockRate: video.clockRate, parameterSets: video.parameterSets)))
         enqueuedConnection = true
         if configuration.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
+        if stopRequested() { return }
         _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
         if stopRequested() { return }
         playing("\(video.codec.rawValue) over \(source.transport == .tcp ? "interleaved TCP" : "UDP")")
@@ -299,7 +308,8 @@ final class RTSPSession {
             }
             var bytes = worker.bytePool.take()
             bytes.append(contentsOf: payload)
-            return worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
+            return true
         }
     }
 }
