@@ -17,25 +17,28 @@ public enum RTCPFeedback {
         bytes.reserveCapacity(28)
         // Receiver Report with no report blocks: V=2 RC=0, PT=201, length 1 (32-bit words minus one).
         bytes += [0x80, 201, 0, 1]
-        append(senderSSRC, to: &bytes)
+        bytes.appendBigEndian(senderSSRC)
         switch kind {
         case .pictureLossIndication:
             // Payload-specific feedback (PT=206), FMT=1, length 2; no FCI.
             bytes += [0x80 | 1, 206, 0, 2]
-            append(senderSSRC, to: &bytes)
-            append(mediaSSRC, to: &bytes)
+            bytes.appendBigEndian(senderSSRC)
+            bytes.appendBigEndian(mediaSSRC)
         case .fullIntraRequest(let sequenceNumber):
             // FMT=4, length 4; the media source field is 0 and the FCI names the SSRC (RFC 5104 §4.3.1.2).
             bytes += [0x80 | 4, 206, 0, 4]
-            append(senderSSRC, to: &bytes)
-            append(0, to: &bytes)
-            append(mediaSSRC, to: &bytes)
+            bytes.appendBigEndian(senderSSRC)
+            bytes.appendBigEndian(0)
+            bytes.appendBigEndian(mediaSSRC)
             bytes += [sequenceNumber, 0, 0, 0]
         }
         return bytes
     }
+}
 
-    private static func append(_ value: UInt32, to bytes: inout [UInt8]) {
-        bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+extension [UInt8] {
+    /// RTCP's 32-bit fields, network byte order.
+    mutating func appendBigEndian(_ value: UInt32) {
+        self += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
     }
 }

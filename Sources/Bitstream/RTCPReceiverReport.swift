@@ -70,7 +70,7 @@ public struct RTPReceptionStatistics: Sendable {
         var bytes: [UInt8] = []
         let blocks: UInt8 = ssrc == nil ? 0 : 1
         bytes += [0x80 | blocks, 201, 0, blocks == 1 ? 7 : 1]
-        append(senderSSRC, to: &bytes)
+        bytes.appendBigEndian(senderSSRC)
         if let ssrc {
             let expected = extendedHighestSequence &- baseSequence &+ 1
             let expectedInterval = expected &- expectedPrior
@@ -81,25 +81,25 @@ public struct RTPReceptionStatistics: Sendable {
             let fraction: UInt8 = expectedInterval == 0 || lostInterval <= 0 ? 0 : UInt8(min(255, (lostInterval << 8) / Int64(expectedInterval)))
             // Cumulative loss is a 24-bit signed number.
             let cumulative = UInt32(bitPattern: Int32(clamping: max(-0x800000, min(0x7fffff, cumulativeLost)))) & 0xffffff
-            append(ssrc, to: &bytes)
-            append(UInt32(fraction) << 24 | cumulative, to: &bytes)
-            append(extendedHighestSequence, to: &bytes)
-            append(jitter >> 4, to: &bytes)
+            bytes.appendBigEndian(ssrc)
+            bytes.appendBigEndian(UInt32(fraction) << 24 | cumulative)
+            bytes.appendBigEndian(extendedHighestSequence)
+            bytes.appendBigEndian(jitter >> 4)
             if let lastSenderReport {
                 // Delay since the last SR, in 1/65536 s (zero if the SR was stamped after `now` was read).
                 let elapsed = now > lastSenderReport.arrival ? now - lastSenderReport.arrival : 0
                 let delay = min(elapsed / 1000, 1 << 40) * 65536 / 1_000_000
-                append(lastSenderReport.ntp, to: &bytes)
-                append(UInt32(clamping: delay), to: &bytes)
+                bytes.appendBigEndian(lastSenderReport.ntp)
+                bytes.appendBigEndian(UInt32(clamping: delay))
             } else {
-                append(0, to: &bytes)
-                append(0, to: &bytes)
+                bytes.appendBigEndian(0)
+                bytes.appendBigEndian(0)
             }
         }
         // SDES with one chunk: SSRC, CNAME item, end, padded to 32 bits.
         let name = Array(cname.utf8.prefix(255))
         var chunk: [UInt8] = []
-        append(senderSSRC, to: &chunk)
+        chunk.appendBigEndian(senderSSRC)
         chunk += [1, UInt8(name.count)] + name + [0]
         while chunk.count % 4 != 0 { chunk.append(0) }
         bytes += [0x81, 202, 0, UInt8(chunk.count / 4)]
@@ -133,9 +133,5 @@ public struct RTPReceptionStatistics: Sendable {
             index += length
         }
         return news
-    }
-
-    private func append(_ value: UInt32, to bytes: inout [UInt8]) {
-        bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
     }
 }

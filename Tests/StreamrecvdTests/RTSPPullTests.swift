@@ -77,6 +77,13 @@ final class RTSPCamera {
         return path
     }
 
+    /// The clip `times` over in one file (FFmpeg's stream_loop, no re-encoding).
+    static func repeated(_ clip: String, times: Int, in directory: URL) throws -> String {
+        let path = directory.appendingPathComponent("repeated-\(times).mkv").path
+        try runChecked("ffmpeg", ["-v", "error", "-y", "-stream_loop", String(times - 1), "-i", clip, "-c", "copy", path])
+        return path
+    }
+
     static func daemon(_ label: String, source: String, transport: String = "tcp", _ settings: [String: String] = [:],
                        metricsPort: Int? = nil, start: Bool = true) throws -> DaemonProcess {
         try DaemonProcess(label: label, settings: [
@@ -141,8 +148,7 @@ final class RTSPCamera {
         let directory = try TestEnvironment.temporaryDirectory()
         let clip = try Self.clip(codec: "h264", in: directory)
         // A longer clip: the camera is killed while it is still sending.
-        let long = directory.appendingPathComponent("long.mkv").path
-        try runChecked("ffmpeg", ["-v", "error", "-y", "-stream_loop", "9", "-i", clip, "-c", "copy", long])
+        let long = try Self.repeated(clip, times: 10, in: directory)
         let camera = try RTSPCamera(clip: long, codec: "h264", directory: directory)
         let metricsPort = freePort()
         let daemon = try Self.daemon("rtspkill\(transport)", source: camera.url, transport: transport, metricsPort: metricsPort)
@@ -178,8 +184,7 @@ final class RTSPCamera {
     @Test func aCameraThatHangsIsNoticedAndStreamsAgainOnceItResumes() throws {
         let directory = try TestEnvironment.temporaryDirectory()
         let clip = try Self.clip(codec: "h264", in: directory)
-        let long = directory.appendingPathComponent("long.mkv").path
-        try runChecked("ffmpeg", ["-v", "error", "-y", "-stream_loop", "19", "-i", clip, "-c", "copy", long])
+        let long = try Self.repeated(clip, times: 20, in: directory)
         let camera = try RTSPCamera(clip: long, codec: "h264", directory: directory)
         let metricsPort = freePort()
         let daemon = try Self.daemon("rtsphang", source: camera.url, transport: "udp", ["idle_timeout": "60"], metricsPort: metricsPort)

@@ -181,7 +181,7 @@ final class RTSPSession {
         let start = MonotonicClock.nanoseconds()
         // idle_timeout: no video for that long ends the session (0: never; keep-alives still notice a dead server).
         let stallLimit = configuration.idleTimeout > 0 ? UInt64(configuration.idleTimeout * 1e9) : UInt64.max
-        // Half the server's session timeout (60 s unless it said otherwise), at least every 5 s with UDP for RTCP.
+        // Half the server's session timeout (60 s unless it said otherwise).
         let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
         var nextKeepAlive = start + keepAliveInterval
         var nextReport = start + 1_000_000_000
@@ -199,8 +199,7 @@ final class RTSPSession {
             let lastPacket = statistics.withLockedValue { $0.lastArrival } ?? start
             if now > lastPacket + 1_000_000_000 && now >= nextProbe {
                 nextProbe = now + 2_000_000_000
-                _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url,
-                                      timeout: .seconds(2), anyStatus: true)
+                try await keepAlive(timeout: .seconds(2))
                 nextKeepAlive = now + keepAliveInterval
             }
             if now >= nextReport {
@@ -210,11 +209,17 @@ final class RTSPSession {
             }
             if now >= nextKeepAlive {
                 nextKeepAlive = now + keepAliveInterval
-                // Any answer says the server is alive: some list GET_PARAMETER and answer an empty one with 451.
-                _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url, anyStatus: true)
+                try await keepAlive(timeout: RTSPConnection.answerTimeout)
             }
             try? await Task.sleep(nanoseconds: 50_000_000)
         }
+    }
+
+    /// GET_PARAMETER when the server lists it, else OPTIONS. Any answer says the server is alive: some list
+    /// GET_PARAMETER and answer an empty one with 451.
+    private func keepAlive(timeout: TimeAmount) async throws(RTSPFailure) {
+        _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url,
+                              timeout: timeout, anyStatus: true)
     }
 
     /// One request; a 401 is answered with the credentials (Digest preferred), and later requests carry them. A
