@@ -202,6 +202,60 @@ final class RTSPCamera {
         #expect(daemon.isRunning)
     }
 
+    /// A packet the camera never sends (scripts/rtsp-lossy-camera.py drops the first of frame 10): the frames it
+    /// damaged are flagged until the next keyframe, the daemon asks the camera for one with RTCP PLI on the session
+    /// (keyframe_request), and every frame before the loss and from the keyframe on is bit-exact.
+    @Test func aLostPacketIsFlaggedAndAKeyframeIsAskedForOnTheSession() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: Self.frames,
+                                                 encoderParameters: "keyint=30:min-keyint=30:bframes=0:scenecut=0",
+                                                 in: directory, name: "lossy.h264")
+        let port = freePort()
+        let cameraLog = directory.appendingPathComponent("lossy-camera.log").path
+        let camera = try spawn("/usr/bin/python3", [
+            TestEnvironment.repositoryRoot.appendingPathComponent("scripts/rtsp-lossy-camera.py").path,
+            "--port", String(port), "--stream", stream.path, "--fps", "25", "--drop-frame", "10",
+        ], log: cameraLog)
+        defer {
+            kill(camera, SIGKILL)
+            var status: Int32 = 0
+            waitpid(camera, &status, 0)
+        }
+        func said(_ text: String) -> Bool { ((try? String(contentsOfFile: cameraLog, encoding: .utf8)) ?? "").contains(text) }
+        let deadline = Date().addingTimeInterval(60)
+        while !said("ready") && Date() < deadline { usleep(20_000) }
+        let metricsPort = freePort()
+        let daemon = try Self.daemon("rtsploss", source: "rtsp://127.0.0.1:\(port)/cam", transport: "udp",
+                                     ["keyframe_request": "\"pli\"", "keyframe_request_interval": "0.2"], metricsPort: metricsPort)
+        while !said("done") && Date() < deadline { usleep(50_000) }
+        let cameraSaid = (try? String(contentsOfFile: cameraLog, encoding: .utf8)) ?? ""
+        #expect(said("done"), "\(cameraSaid)\n\(daemon.log.suffix(2000))")
+        // The camera's SSRC (scripts/bench-rtsp.py's packetizer): "STRM".
+        #expect(cameraSaid.contains("rtcp-pli \(0x5354_524D)"), "no PLI reached the camera: \(cameraSaid)")
+        let reference = try referenceFrames(stream.path, frameBytes: 320 * 240 * 3 / 2)
+        let frames = readFrames(daemon.shmName, count: Self.frames)
+        var corrupt = 0
+        for frame in frames {
+            let index = Int(frame.pts / 3600)
+            guard index >= 0, index < reference.count else {
+                Issue.record("pts \(frame.pts) names no frame")
+                continue
+            }
+            if (10..<30).contains(index) {
+                #expect(frame.flags.contains(.corrupt), "frame \(index), damaged by the loss, is not flagged")
+                corrupt += 1
+            } else {
+                #expect(!frame.flags.contains(.corrupt) && frame.pixels == reference[index], "frame \(index) differs or is flagged")
+            }
+        }
+        #expect(corrupt > 0 && frames.count >= Self.frames - 1, "\(frames.count) frames, \(corrupt) flagged")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        let labels = "stream=\"\(daemon.name)\""
+        #expect(sample(body, "streamrecvd_rtp_packets_lost_total", labels) == 1, "\(body)")
+        #expect((sample(body, "streamrecvd_keyframe_requests_total", labels) ?? 0) >= 1)
+        #expect(daemon.isRunning)
+    }
+
     /// A wrong password, a port nobody answers on, a server that answers garbage: each a clear line, a counter and
     /// a STATUS state, the daemon up and its other stream streaming; the password in no log line, metric or status.
     @Test func failuresAreSaidCountedAndShown() throws {
