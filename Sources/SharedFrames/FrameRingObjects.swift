@@ -35,6 +35,7 @@ struct RingShadow {
     var state = StreamState.starting
     var codec = ""
     var ptsClockRate: UInt32 = 0
+    var sourceStatus = ""
     var epoch: UInt64 = {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
@@ -255,6 +256,7 @@ extension FrameRingWriter {
         CString.write(configuration.streamName, to: ring.headerField(\.stream_name, as: UInt8.self), capacity: 64)
         CString.write(shadow.codec, to: ring.headerField(\.codec, as: UInt8.self), capacity: 16)
         header.pointee.pts_clock_rate = shadow.ptsClockRate
+        CString.write(shadow.sourceStatus, to: ring.headerField(\.source_status, as: UInt8.self), capacity: 128)
         for (key, field) in RingPointers.counterFields {
             streamrecv_shm_store_u64(ring.headerField(field, as: UInt64.self), shadow.counters[keyPath: key])
         }

@@ -40,6 +40,8 @@ public struct RingStatus: Sendable {
     public var counters: RingCounters
     /// Ticks per second of `FrameInfo.pts`; 0 when pts is the access-unit index.
     public var ptsClockRate: UInt32 = 0
+    /// rtsp:// sources: where the client stands ("rtsp playing h264 over UDP", "rtsp cannot connect: …"); "" otherwise.
+    public var sourceStatus = ""
     /// CLOCK_MONOTONIC time the newest frame was published (0 when none, or when it is being overwritten).
     public var latestPublishedNanoseconds: UInt64
     /// Bytes of the shared-memory object.
@@ -137,6 +139,17 @@ public final class FrameRingReader: @unchecked Sendable {
     /// Size of the mapped object in bytes.
     public var objectSize: Int { object.size }
 
+    /// The header's advisory source status, read until two reads agree (the writer may be rewriting it).
+    private static func sourceStatus(_ ring: RingPointers) -> String {
+        var previous = CString.read(ring.header.pointee.source_status)
+        for _ in 0..<4 {
+            let again = CString.read(ring.header.pointee.source_status)
+            if again == previous { return again }
+            previous = again
+        }
+        return ""
+    }
+
     public var status: RingStatus {
         object.withMapping { base in
             let ring = RingPointers(base: base, geometry: geometry)
@@ -159,7 +172,8 @@ public final class FrameRingReader: @unchecked Sendable {
                 latestSequence: latest,
                 slotCount: geometry.slotCount, slotCapacity: geometry.slotDataCapacity,
                 maxWidth: Int(header.max_width), maxHeight: Int(header.max_height), counters: ring.loadCounters(),
-                ptsClockRate: header.pts_clock_rate, latestPublishedNanoseconds: published,
+                ptsClockRate: header.pts_clock_rate, sourceStatus: Self.sourceStatus(ring),
+                latestPublishedNanoseconds: published,
                 objectSize: object.size, ownerUID: object.owner, writerAlive: writerIsAlive)
         }
     }

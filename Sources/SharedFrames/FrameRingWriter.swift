@@ -266,6 +266,12 @@ public final class FrameRingWriter: @unchecked Sendable {
         withHeader { streamrecv_shm_store_u32($0.headerField(\.pts_clock_rate, as: UInt32.self), rate) }
     }
 
+    /// Where a pulled stream's source stands (rtsp://), for `streamrecvctl status`; "" for none.
+    public func setSourceStatus(_ text: String) {
+        shadow.sourceStatus = text
+        withHeader { CString.write(text, to: $0.headerField(\.source_status, as: UInt8.self), capacity: 128) }
+    }
+
     public func setCodec(_ codec: String) {
         shadow.codec = codec
         withHeader { CString.write(codec, to: $0.headerField(\.codec, as: UInt8.self), capacity: 16) }

@@ -48,6 +48,8 @@ struct StatusCommand: ParsableCommand {
                       + pad(String(c.decoderRecreations), 10) + pad(String(c.connections), 8)
                       + pad("\(status.objectSize / 1_000_000).\(status.objectSize / 100_000 % 10)M", 10)
                       + "pid \(status.writerPID), owner \(owner(status.ownerUID))")
+                // A pulled stream says where its source stands, under its row (only while the daemon runs).
+                if !status.sourceStatus.isEmpty && status.writerAlive { print("  " + printable(status.sourceStatus)) }
             }
         }
         for failure in failures { printError("streamrecvctl: \(printable(failure))") }
@@ -100,6 +102,7 @@ struct StatusCommand: ParsableCommand {
         line.add("max_width", status.maxWidth)
         line.add("max_height", status.maxHeight)
         line.add("pts_clock_rate", Int(status.ptsClockRate))
+        line.add("source_status", status.sourceStatus.isEmpty ? nil : status.sourceStatus)
         let c = status.counters
         line.add("bytes_received", c.bytesReceived)
         line.add("access_units", c.accessUnits)

@@ -284,13 +284,20 @@ final class RTSPCamera {
             let statusLines = notify.receive(until: { $0.contains(test.line) }, seconds: 15)
             #expect(statusLines.last?.contains("(rtsp \(test.line)") == true, "STATUS: \(statusLines.suffix(3))\n\(daemon.log.suffix(2000))")
             #expect(statusLines.last?.contains("waiting") == true)
+            // The ring header says it too, for `streamrecvctl status` (it alternates with "connecting" at each try).
+            let shown = Date().addingTimeInterval(10)
+            while !(daemon.status?.sourceStatus.contains("rtsp \(test.line)") ?? false) && Date() < shown { usleep(20_000) }
+            let ctl = try runProcess(tool("streamrecvctl"), ["status", daemon.name, "--json"])
+            #expect(daemon.status?.sourceStatus.contains("rtsp \(test.line)") == true, "\(ctl.text)")
+            #expect(ctl.text.contains("\"source_status\":\"rtsp "), "\(ctl.text)")
             let log = daemon.log
             #expect(log.contains("RTSP \(test.url.contains("@") ? "rtsp://127.0.0.1:\(camera.port)/cam" : test.url): \(test.line); retrying"),
                     "\(log.suffix(2000))")
             let body = try httpGet(port: metricsPort, path: "/metrics").body
             #expect((sample(body, "streamrecvd_rtsp_failures_total", "stream=\"\(daemon.name)\",reason=\"\(test.reason)\"") ?? 0) >= 1, "\(body)")
             for secret in [wrong, Self.password] {
-                #expect(!log.contains(secret) && !body.contains(secret) && !statusLines.joined().contains(secret), "a password leaked")
+                #expect(!log.contains(secret) && !body.contains(secret) && !statusLines.joined().contains(secret)
+                        && !ctl.text.contains(secret), "a password leaked")
             }
             let check = try runProcess(tool("streamrecvd"), ["--check-config", daemon.configPath])
             #expect(check.status == 0 && !check.text.contains(wrong), "\(check.text)")

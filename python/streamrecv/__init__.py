@@ -50,8 +50,10 @@ HEADER = {
     "pts_clock_rate": (108, "I"), "stream_name": (112, "64s"), "codec": (176, "16s"),
     "bytes_received": (192, "Q"), "access_units": (200, "Q"), "frames_decoded": (208, "Q"),
     "frames_published": (216, "Q"), "frames_dropped": (224, "Q"), "decode_errors": (232, "Q"),
-    "decoder_recreations": (240, "Q"), "connections": (248, "Q"),
+    "decoder_recreations": (240, "Q"), "connections": (248, "Q"), "source_status": (256, "128s"),
 }
+# The header fields above end here: what a reader reads of it in one go.
+HEADER_FIELDS_END = 384
 SLOT = {
     "seqlock": (0, "Q"), "sequence": (8, "Q"), "generation": (16, "Q"), "pixel_format": (24, "I"),
     "plane_count": (28, "I"), "width": (32, "I"), "height": (36, "I"), "bits_per_sample": (40, "I"),
@@ -270,8 +272,8 @@ class FrameRing:
             # The writer reserves every page: a sparse object claiming terabytes is a forgery.
             if status.st_blocks * 512 < status.st_size:
                 raise RingError("%s: not a ring (a sparse object)" % self.path)
-            raw = os.pread(descriptor, 256, 0)
-            if len(raw) < 256:
+            raw = os.pread(descriptor, HEADER_FIELDS_END, 0)
+            if len(raw) < HEADER_FIELDS_END:
                 raise RingError("%s: shrank while being read" % self.path)
             geometry, problem = _check_header(self._parse_header(raw), status.st_size)
             if problem:
@@ -311,15 +313,16 @@ class FrameRing:
     @staticmethod
     def _parse_header(raw):
         values = {name: _unpack(HEADER, raw, 0, name) for name in HEADER}
-        for key in ("stream_name", "codec"):
+        for key in ("stream_name", "codec", "source_status"):
             values[key] = values[key].split(b"\0", 1)[0].decode("utf-8", "replace")
         values["state"] = STATES.get(values["stream_state"], "unknown")
         return values
 
     def header(self):
-        """The header's fields as a dict (its first 256 bytes, read in one go)."""
+        """The header's fields as a dict (its first HEADER_FIELDS_END bytes, read in one go). `source_status`: where
+        a pulled (rtsp://) stream's source stands, "" otherwise."""
         try:
-            return self._parse_header(self._pread(256, 0))
+            return self._parse_header(self._pread(HEADER_FIELDS_END, 0))
         except _Shrunk:
             raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
 

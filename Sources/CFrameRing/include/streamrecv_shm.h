@@ -119,7 +119,9 @@ struct streamrecv_shm_header {
     uint64_t decode_errors;
     uint64_t decoder_recreations;
     uint64_t connections;
-    uint8_t reserved[3840];         /* zero; room for later ABI versions */
+    char source_status[128];        /* NUL-terminated; rtsp:// sources: where the client stands ("" otherwise).
+                                       Advisory text, rewritten as it changes: read it twice and keep equal reads */
+    uint8_t reserved[3712];         /* zero; room for later ABI versions */
 };
 
 struct streamrecv_shm_slot {
@@ -170,7 +172,8 @@ STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, wake_word) == 10
 STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, stream_name) == 112, "stream_name offset");
 STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, codec) == 176, "codec offset");
 STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, bytes_received) == 192, "counters offset");
-STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, reserved) == 256, "reserved offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, source_status) == 256, "source_status offset");
+STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_header, reserved) == 384, "reserved offset");
 STREAMRECV_STATIC_ASSERT(sizeof(struct streamrecv_shm_slot) == STREAMRECV_SHM_SLOT_SIZE, "slot size");
 STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, pixel_format) == 24, "pixel_format offset");
 STREAMRECV_STATIC_ASSERT(offsetof(struct streamrecv_shm_slot, plane_offset) == 48, "plane_offset offset");

@@ -84,6 +84,8 @@ final class DecodeSession {
             case .rtp(let bytes, let time, let id):
                 if id == connection { receivePacket(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
+            case .sourceStatus(let text):
+                publisher.writer.setSourceStatus(text)
             case .rtpSession(let id, let media):
                 if id == connection { describe(media) }
             case .transportStream(let bytes, let time, let id):

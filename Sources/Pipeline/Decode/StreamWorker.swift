@@ -26,6 +26,8 @@ final class StreamWorker: Sendable {
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// One RTP packet.
         case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// rtsp://: where the client stands, for the ring header (`streamrecvctl status`).
+        case sourceStatus(String)
         /// rtsp://: the session's RTP format, from the server's SDP; comes after `.connected`, before the packets.
         case rtpSession(ConnectionID, RTPSessionMedia)
         /// MPEG-TS bytes (srt://: one or more SRT messages).

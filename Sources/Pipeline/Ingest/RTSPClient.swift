@@ -80,9 +80,16 @@ final class RTSPClient: Sendable {
 
     private var isStopping: Bool { stopRequested.withLockedValue { $0 } }
 
+    /// The new state, for STATUS= (read from `state`) and for the ring header through the decode thread, which
+    /// owns the ring (`streamrecvctl status`).
+    private func enter(_ new: RTSPClientState) {
+        state.withLockedValue { $0 = new }
+        worker.enqueue(.sourceStatus(new == .stopped ? "" : new.description))
+    }
+
     private func run() async {
         defer {
-            state.withLockedValue { $0 = .stopped }
+            enter(.stopped)
             context.metrics.rtspPlaying.record(0)
             finished.fire()
         }
@@ -92,14 +99,14 @@ final class RTSPClient: Sendable {
         var delay = Self.initialDelay
         var lastLogged: String?
         while !isStopping {
-            state.withLockedValue { $0 = .connecting(attempt: attempt) }
+            enter(.connecting(attempt: attempt))
             let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID,
                                       current: current)
             nextID += 1
             var played = false
             let failure = await session.run(stopRequested: { isStopping }) { what in
                 played = true
-                state.withLockedValue { $0 = .playing(what) }
+                enter(.playing(what))
                 context.metrics.rtspSessions.increment()
                 context.metrics.rtspPlaying.record(1)
                 logger.info("RTSP session playing: \(what) from \(source.displayURL)")
@@ -125,7 +132,7 @@ final class RTSPClient: Sendable {
             } else {
                 logger.debug("\(message) (attempt \(attempt))")
             }
-            state.withLockedValue { $0 = .retrying(failure: failure.description, attempt: attempt - 1, delay: delay) }
+            enter(.retrying(failure: failure.description, attempt: attempt - 1, delay: delay))
             let resume = MonotonicClock.nanoseconds() + UInt64(delay * 1e9)
             while !isStopping, MonotonicClock.nanoseconds() < resume { try? await Task.sleep(nanoseconds: 20_000_000) }
             delay = min(delay * 2, Self.cap(for: failure))
