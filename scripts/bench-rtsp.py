@@ -99,11 +99,14 @@ class Camera(threading.Thread):
         self.rtp.bind(("127.0.0.1", 0))
         self.sdp = sdp
         self.client = None
+        self.silent = False
         self.playing = threading.Event()
 
-    def close(self):
-        """The camera loses power: its connection reset, its port closed."""
-        for sock in (self.connection, self.listener, self.rtp):
+    def close(self, silent=False):
+        """The camera goes away: its port closed, and its connection closed too, or (`silent`: power lost, or hung)
+        left open and answering nothing."""
+        self.silent = silent
+        for sock in (self.listener, self.rtp) if silent else (self.connection, self.listener, self.rtp):
             if sock:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
@@ -125,6 +128,8 @@ class Camera(threading.Thread):
                 return
             if not data:
                 return
+            if self.silent:
+                continue
             buffer += data
             while b"\r\n\r\n" in buffer:
                 head, buffer = buffer.split(b"\r\n\r\n", 1)
@@ -195,9 +200,9 @@ def run_once(args, kind, packets, sdp, frames):
     return latencies
 
 
-def reconnections(args, packets, sdp, trials):
-    """The camera goes away (connection reset, port closed) for a while and comes back on the same port: seconds
-    from its listening again to the daemon's PLAY, and to the first new frame readable."""
+def reconnections(args, packets, sdp, trials, silent):
+    """The camera goes away (port closed; its connection closed, or left open and silent) for a while and comes back
+    on the same port: seconds from its listening again to the daemon's PLAY, and to the first new frame readable."""
     name = "benchrtspre%d" % os.getpid()
     camera = Camera(sdp)
     port = camera.port
@@ -213,7 +218,8 @@ def reconnections(args, packets, sdp, trials):
             if not camera.playing.wait(20):
                 raise RuntimeError("the daemon did not PLAY; see %s/rtsp.log" % args.work)
             send(camera.rtp, camera.client, packets[:30], args.fps)
-            camera.close()
+            previous = camera
+            camera.close(silent)
             time.sleep(2 + trial)  # outages of 2, 3, 4 … s: the backoff is at its cap by then
             camera = Camera(sdp, port)
             back = time.monotonic_ns()
@@ -228,6 +234,8 @@ def reconnections(args, packets, sdp, trials):
             line = probe.communicate(timeout=30)[0].split()
             sender.join()
             rows.append(((played - back) / 1e9, (int(line[1]) - back) / 1e9 if line else float("nan")))
+            if silent:
+                previous.connection.close()
     finally:
         camera.close()
         daemon.send_signal(signal.SIGTERM)
@@ -259,6 +267,9 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", default=".build/bench")
     parser.add_argument("--reconnections", type=int, default=5)
+    parser.add_argument("--outage", choices=["closed", "silent"], default="closed",
+                        help="closed: the camera's connection closes (a process that died); silent: it stays open and "
+                             "answers nothing (power lost, or hung)")
     args = parser.parse_args()
     frames = access_units(open(args.stream, "rb").read())
     packets = packetize(frames, args.fps)
@@ -272,26 +283,25 @@ def main():
     for _ in range(args.runs):
         for kind in ("rtp", "rtsp"):
             results[kind].append(run_once(args, kind, packets, sdp, count))
-    print("%d frames of %s at %d fps, %d runs of each alternating; milliseconds from the frame's last RTP packet sent"
-          % (count, args.stream, args.fps, args.runs))
-    print("to the frame readable (`latency-probe shm`)\n")
-    print("| path | run | frames | p50 | p90 | p99 |")
-    print("|---|---|---|---|---|---|")
-    medians = {}
-    for kind, label in (("rtp", 'listen = "rtp://…" (the sender pushes)'), ("rtsp", 'source = "rtsp://…", rtsp_transport = "udp"')):
-        medians[kind] = []
-        for run, values in enumerate(results[kind]):
-            medians[kind].append(percentile(values, 0.5))
-            print("| %s | %d | %d | %.2f | %.2f | %.2f |" % (label, run + 1, len(values), percentile(values, 0.5),
-                                                            percentile(values, 0.9), percentile(values, 0.99)))
-    pooled = {kind: [value for values in results[kind] for value in values] for kind in results}
-    difference = percentile(pooled["rtsp"], 0.5) - percentile(pooled["rtp"], 0.5)
-    print("\nAll runs pooled: rtp:// p50 %.2f ms, RTSP over UDP p50 %.2f ms: RTSP minus rtp:// %+.2f ms (goal: within 1 ms)"
-          % (percentile(pooled["rtp"], 0.5), percentile(pooled["rtsp"], 0.5), difference))
-    rows = reconnections(args, packets, sdp, args.reconnections)
-    print("\nReconnection: the camera goes away (connection reset, port closed) for 2, 3, … s and listens again on the same")
-    print("port; seconds from its listening again to the daemon's PLAY, and to the first new frame readable (the camera")
-    print("sends its next frame 0.2 s after PLAY, an IDR)\n")
+    if args.runs > 0:
+        print("%d frames of %s at %d fps, %d runs of each alternating; milliseconds from the frame's last RTP packet sent"
+              % (count, args.stream, args.fps, args.runs))
+        print("to the frame readable (`latency-probe shm`)\n")
+        print("| path | run | frames | p50 | p90 | p99 |")
+        print("|---|---|---|---|---|---|")
+        for kind, label in (("rtp", 'listen = "rtp://…" (the sender pushes)'), ("rtsp", 'source = "rtsp://…", rtsp_transport = "udp"')):
+            for run, values in enumerate(results[kind]):
+                print("| %s | %d | %d | %.2f | %.2f | %.2f |" % (label, run + 1, len(values), percentile(values, 0.5),
+                                                                percentile(values, 0.9), percentile(values, 0.99)))
+        pooled = {kind: [value for values in results[kind] for value in values] for kind in results}
+        difference = percentile(pooled["rtsp"], 0.5) - percentile(pooled["rtp"], 0.5)
+        print("\nAll runs pooled: rtp:// p50 %.2f ms, RTSP over UDP p50 %.2f ms: RTSP minus rtp:// %+.2f ms (goal: within 1 ms)"
+              % (percentile(pooled["rtp"], 0.5), percentile(pooled["rtsp"], 0.5), difference))
+    rows = reconnections(args, packets, sdp, args.reconnections, args.outage == "silent")
+    print("\nReconnection (outage: %s): the camera goes away for 2, 3, … s (its port closed; its connection %s) and"
+          % (args.outage, "left open and silent, as when it lost power or hung" if args.outage == "silent" else "closed"))
+    print("listens again on the same port; seconds from its listening again to the daemon's PLAY, and to the first new")
+    print("frame readable (the camera sends its next frame, an IDR, 0.2 s after PLAY)\n")
     print("| outage | PLAY after | first frame after |")
     print("|---|---|---|")
     for trial, (played, frame) in enumerate(rows):

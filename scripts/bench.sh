@@ -36,6 +36,7 @@ make gst-plugin >/dev/null
 gstreamer_table=$(python3 scripts/bench-gstreamer.py --probe "$work/latency-probe" --stream "$stream")
 echo "RTSP…" >&2
 rtsp_table=$(python3 scripts/bench-rtsp.py --probe "$work/latency-probe" --stream "$stream")
+rtsp_silent_table=$(python3 scripts/bench-rtsp.py --probe "$work/latency-probe" --stream "$stream" --runs 0 --outage silent)
 echo "splitting…" >&2
 split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -139,6 +140,11 @@ that it knows when each packet left), to the port pair a \`source = "rtsp://…"
 asked for, alternating runs; then the camera goes away (connection closed, port closed) and comes back.
 
 ${rtsp_table}
+
+\`--runs 0 --outage silent\`: the camera's connection is left open and answers nothing, as when it loses power or
+hangs; the daemon notices a session without a packet for a second by asking the server (2 s to answer).
+
+${rtsp_silent_table}
 
 ## Annex B splitting
 
