@@ -58,7 +58,12 @@ public struct RTSPChallenge: Sendable, Equatable {
             let response = qop ? hex("\(ha1):\(nonce):\(nc):\(clientNonce):auth:\(ha2)") : hex("\(ha1):\(nonce):\(ha2)")
             // Quoted strings are written back escaped, as they were read unescaped (a realm may hold quotes).
             func quoted(_ text: String) -> String {
-                "\"" + text.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"") + "\""
+                var escaped = String.UnicodeScalarView()
+                for scalar in text.unicodeScalars {  // scalars, not Characters: a quote with a combining mark is still one
+                    if scalar == "\\" || scalar == "\"" { escaped.append("\\") }
+                    escaped.append(scalar)
+                }
+                return "\"" + String(escaped) + "\""
             }
             var value = "Digest username=\(quoted(user)), realm=\(quoted(realm)), nonce=\(quoted(nonce)), uri=\(quoted(uri)), response=\"\(response)\""
             if session { value += ", algorithm=MD5-sess" }
@@ -103,12 +108,5 @@ public struct RTSPChallenge: Sendable, Equatable {
             result[name] = value
         }
         return result
-    }
-}
-
-extension String {
-    /// Every occurrence of `target` replaced (Foundation-free).
-    fileprivate func replacingAll(_ target: String, with replacement: String) -> String {
-        split(separator: Substring(target), omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

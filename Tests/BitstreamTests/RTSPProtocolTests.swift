@@ -117,6 +117,11 @@ import Testing
                                               clientNonce: "n") { _ in [UInt8](repeating: 0, count: 16) }
         #expect(answer.contains("realm=\"Login to \\\"cam\\\"\"") && answer.contains("nonce=\"abc, def\""), "\(answer)")
         #expect(RTSPChallenge(headers: ["Basic realm=\"cam\""])?.scheme == .basic)
+        // A quote followed by a combining mark is one Character but still a quote to escape.
+        let combining = RTSPChallenge(headers: ["Digest realm=\"a\\\"\u{301}b\", nonce=\"n\""])!
+        let escapedAnswer = combining.authorization(user: "u", password: "p", method: "DESCRIBE", uri: "rtsp://cam/", count: 1,
+                                                    clientNonce: "n") { _ in [UInt8](repeating: 0, count: 16) }
+        #expect(escapedAnswer.contains("realm=\"a\\\"\u{301}b\""), "\(escapedAnswer)")
         #expect(RTSPChallenge(headers: ["Digest realm=\"x\", nonce=\"y\", algorithm=SHA-256"]) == nil)
         #expect(RTSPChallenge(headers: ["Negotiate"]) == nil)
         let basic = RTSPChallenge(headers: ["Basic realm=\"cam\""])!
