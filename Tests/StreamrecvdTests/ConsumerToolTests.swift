@@ -176,7 +176,8 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
         let readers: [(String, String, [String], String)] = [
             ("cat", tool("streamrecvctl"), ["cat", daemon.name, "--frames", "10", "--format", "raw", "--timeout", "60"], "reading"),
             ("python", "/usr/bin/python3", [pythonReader, daemon.name, "--frames", "10", "--timeout", "60"], "attached"),
-            ("c", binary, [daemon.name, "10"], "attached"),
+            // 60 s as for the others: the readers attach long before the test sends (seconds on a loaded CI machine).
+            ("c", binary, [daemon.name, "10", "60"], "attached"),
         ]
         var processes: [(String, Process, URL)] = []
         for (label, executable, arguments, _) in readers {

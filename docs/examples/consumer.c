@@ -2,6 +2,7 @@
  *
  *   cc -std=c11 -O2 -I Sources/CFrameRing/include docs/examples/consumer.c -o consumer
  *   ./consumer desk 100 > frames.yuv      # 100 frames of stream "desk", tightly packed planes
+ *   ./consumer desk 100 60                # the same, waiting up to 60 s for a frame instead of 10
  *
  * It attaches read-only to /dev/shm/streamrecv-NAME and validates the header once against the size it mapped
  * (anyone can create an object there: nothing in it is trusted), keeping only the validated geometry. For each
@@ -10,7 +11,8 @@
  * padding to standard output. When the daemon moves the stream to a new object (a larger format, a restart with
  * other settings) or the object is truncated under it (SIGBUS, caught), it opens the name again.
  * Discontinuities (a new sender, a decoder reset, lost data, a daemon restart) are reported on standard error.
- * Exit status: 0 after FRAMES frames, 1 on errors (not a ring, a damaged slot), 2 when no frame arrives for 10 s. */
+ * Exit status: 0 after FRAMES frames, 1 on errors (not a ring, a damaged slot), 2 when no frame arrives for
+ * TIMEOUT seconds (10 unless given). */
 #define _GNU_SOURCE
 #include "streamrecv_shm.h"
 
@@ -139,8 +141,10 @@ static int follow(const char *name, struct ring *ring) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s NAME [FRAMES]\n", argv[0]); return 1; }
+    if (argc < 2) { fprintf(stderr, "usage: %s NAME [FRAMES [TIMEOUT]]\n", argv[0]); return 1; }
     long wanted = argc > 2 ? atol(argv[2]) : -1;
+    /* Waits of 200 ms without a frame before giving up. */
+    int idle_limit = argc > 3 && atof(argv[3]) > 0 ? (int)(atof(argv[3]) * 5) : 50;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_bus_error;
@@ -189,9 +193,9 @@ int main(int argc, char **argv) {
             }
             if (state == STREAMRECV_STATE_STOPPED) { fprintf(stderr, "consumer: stream stopped\n"); break; }
             /* Not there yet: sleep until the writer's next publish, 200 ms at a time (a truncated object's waiters
-             * are never woken: the name is checked between waits), 10 s in all. */
+             * are never woken: the name is checked between waits), TIMEOUT in all. */
             if (streamrecv_shm_wait(header, seen, 200000000LL) == ETIMEDOUT && streamrecv_shm_load_u32(&header->wake_word) == seen) {
-                if (++idle_waits >= 50) { fprintf(stderr, "consumer: no frame for 10 s\n"); return 2; }
+                if (++idle_waits >= idle_limit) { fprintf(stderr, "consumer: no frame for %d s\n", idle_limit / 5); return 2; }
             } else {
                 idle_waits = 0;
             }
