@@ -136,8 +136,17 @@ install: $(if $(NO_BUILD),,build gst-plugin)
 			systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
 	done
 	install -m 0644 systemd/streamrecvd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/streamrecvd.conf
-	[ -e $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml ] || \
-		install -m 0644 etc/streamrecvd/streamrecvd.toml $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml
+	# The configuration may hold passwords and passphrases: 0640, readable by the service's group (its owner stays
+	# root). Installed for this system (no DESTDIR), the account is made now so that the group exists; a package
+	# sets the group in its postinst.
+	if [ ! -e $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml ]; then \
+		install -m 0640 etc/streamrecvd/streamrecvd.toml $(DESTDIR)$(SYSCONFDIR)/streamrecvd/streamrecvd.toml; \
+		if [ -z "$(DESTDIR)" ]; then \
+			getent group streamrecv >/dev/null || systemd-sysusers $(PREFIX)/lib/sysusers.d/streamrecvd.conf || true; \
+			chgrp streamrecv $(SYSCONFDIR)/streamrecvd/streamrecvd.toml || \
+				echo "note: no streamrecv group yet: chgrp streamrecv $(SYSCONFDIR)/streamrecvd/streamrecvd.toml once it exists" >&2; \
+		fi; \
+	fi
 	install -m 0644 Sources/CFrameRing/include/streamrecv_shm.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 man/streamrecvctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/streamrecvd.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/

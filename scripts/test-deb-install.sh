@@ -37,6 +37,10 @@ if in_root ldd /usr/bin/streamrecvd /usr/bin/streamrecvctl | grep -Ei 'swift|fou
 fi
 in_root getent passwd streamrecv >/dev/null || { say "FAILED: no service account"; exit 1; }
 in_root streamrecvd --check-config /etc/streamrecvd/streamrecvd.toml
+# The configuration may hold secrets: not readable by every user (the daemon reads it through its group).
+mode=$(in_root stat -c '%a %U:%G' /etc/streamrecvd/streamrecvd.toml)
+[ "$mode" = "640 root:streamrecv" ] || { say "FAILED: /etc/streamrecvd/streamrecvd.toml is $mode, not 640 root:streamrecv"; exit 1; }
+say "configuration installed $mode"
 
 ffmpeg -v error -f lavfi -i testsrc2=size=640x360:rate=30 -frames:v 60 -c:v libx264 -preset veryfast \
     -x264-params aud=1:bframes=2 -f h264 "$work/clip.h264"

@@ -28,7 +28,7 @@ struct BindAddress: Equatable, Sendable {
                     addresses.append(BindAddress(bytes: withUnsafeBytes(of: &raw) { Array($0) }))
                 case AF_INET6:
                     var raw = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                    addresses.append(BindAddress(bytes: withUnsafeBytes(of: &raw) { Array($0) }))
+                    addresses.append(BindAddress(bytes: withUnsafeBytes(of: &raw) { Array($0) }).unmapped)
                 default:
                     break
                 }
@@ -36,6 +36,13 @@ struct BindAddress: Equatable, Sendable {
             entry = current.pointee.ai_next
         }
         return addresses.isEmpty ? nil : addresses
+    }
+
+    /// An IPv4-mapped IPv6 address (::ffff:a.b.c.d) as the IPv4 address it is: a socket bound to one takes the
+    /// other's port.
+    var unmapped: BindAddress {
+        guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff else { return self }
+        return BindAddress(bytes: Array(bytes[12...]))
     }
 
     /// Whether a socket bound to one of `a` and one bound to one of `b` (same protocol and port) collide: the same

@@ -23,7 +23,8 @@ public enum ConfigurationLoader {
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
-        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport",
+        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_user", "rtsp_password",
+        "rtsp_password_file",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -33,8 +34,14 @@ public enum ConfigurationLoader {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while case let count = fread(&buffer, 1, buffer.count, file), count > 0 { bytes += buffer[0..<count] }
+        var status = stat()
+        let mode = fstat(fileno(file), &status) == 0 ? status.st_mode : 0
         fclose(file)
-        return try parse(String(decoding: bytes, as: UTF8.self), file: path)
+        var configuration = try parse(String(decoding: bytes, as: UTF8.self), file: path)
+        if configuration.holdsSecrets, let warning = SecretFile.exposure(path: path, mode: mode, what: "holds passwords or passphrases") {
+            configuration.warnings.append(warning)
+        }
+        return configuration
     }
 
     public static func parse(_ text: String, file: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -45,6 +52,10 @@ public enum ConfigurationLoader {
             throw ConfigurationError(file: file, line: error.source.begin.line, message: error.description)
         } catch {
             throw ConfigurationError(file: file, line: nil, message: "\(error)")
+        }
+        if let line = nulLine(text) {
+            // TOMLKit hands strings over as C strings: the value would be cut at the NUL, silently.
+            throw ConfigurationError(file: file, line: line, message: "a NUL character (\\u0000) in a value: a secret or name cut there would be another one")
         }
         let lines = KeyLines(text)
         func fail(_ message: String, _ section: String? = nil, _ index: Int? = nil, _ key: String? = nil) -> ConfigurationError {
@@ -68,7 +79,9 @@ public enum ConfigurationLoader {
                 configuration.logLevel = level
             }
             if let value = daemon["metrics"] {
-                guard let text = value.string else { throw fail("metrics must be a string \"HOST:PORT\"", "daemon", nil, "metrics") }
+                guard let text = value.string, !text.containsControlCharacters else {
+                    throw fail("metrics must be a string \"HOST:PORT\"", "daemon", nil, "metrics")
+                }
                 configuration.metrics = try parseListen("tcp://" + text) { message in
                     fail("metrics must look like \"127.0.0.1:9464\" (HOST:PORT)", "daemon", nil, "metrics")
                 }
@@ -78,14 +91,50 @@ public enum ConfigurationLoader {
         guard let streams = streamValue.array else { throw fail("'stream' must be an array of tables: [[stream]]", nil, nil, "stream") }
         for (index, element) in streams.enumerated() {
             guard let entry = element.table else { throw fail("each stream must be a table", "stream", index, nil) }
-            configuration.streams.append(try parseStream(entry, index: index, fail: fail))
+            var stream = try parseStream(entry, index: index, warnings: &configuration.warnings, fail: fail)
+            stream.lines = lines.places(section: "stream", index: index)
+            configuration.streams.append(stream)
         }
         try validateUnique(configuration, fail: fail)
+        configuration.warnings += sharedCameraWarnings(configuration.streams)
         return configuration
     }
 
+    /// The line of a NUL byte or of a `\u0000` / `\U00000000` escape (after an even run of backslashes), if any.
+    static func nulLine(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        var line = 1
+        var index = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0: return line
+            case UInt8(ascii: "\n"): line += 1
+            case UInt8(ascii: "\\"):
+                let escape = bytes[(index + 1)...].prefix(9)
+                if escape.starts(with: Array("u0000".utf8)) || escape.starts(with: Array("U00000000".utf8)) { return line }
+                if index + 1 < bytes.count && bytes[index + 1] != UInt8(ascii: "\n") { index += 1 }  // the escaped character
+            default: break
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Two streams pulling the same camera: allowed (two sessions), but most cameras serve few, and it is more
+    /// often a copied block than a wish.
+    static func sharedCameraWarnings(_ streams: [StreamConfiguration]) -> [String] {
+        var warnings: [String] = []
+        for (index, stream) in streams.enumerated() {
+            guard let source = stream.rtsp else { continue }
+            for earlier in streams[..<index] where earlier.rtsp.map({ $0.url.lowercased() == source.url.lowercased() }) ?? false {
+                warnings.append("streams '\(earlier.name)' and '\(stream.name)' both pull \(source.displayURL): the camera serves each a session of its own (many allow only a few)")
+            }
+        }
+        return warnings
+    }
+
     private static func parseStream(
-        _ entry: TOMLTable, index: Int,
+        _ entry: TOMLTable, index: Int, warnings: inout [String],
         fail: (String, String?, Int?, String?) -> ConfigurationError
     ) throws(ConfigurationError) -> StreamConfiguration {
         func error(_ key: String?, _ message: String) -> ConfigurationError { fail(message, "stream", index, key) }
@@ -95,6 +144,9 @@ public enum ConfigurationLoader {
         func string(_ key: String) throws(ConfigurationError) -> String? {
             guard let value = entry[key] else { return nil }
             guard let text = value.string else { throw error(key, "\(key) must be a string") }
+            // Values reach C (shm_open, getaddrinfo, libsrt) and log lines: a NUL would cut one short there. (source
+            // has checks of its own, whose messages never repeat a password.)
+            guard key == "source" || !text.containsControlCharacters else { throw error(key, "\(key) must not contain control characters") }
             return text
         }
         func integer(_ key: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
@@ -128,9 +180,13 @@ public enum ConfigurationLoader {
                 guard let value = RTSPTransport(rawValue: transport) else { throw error("rtsp_transport", "rtsp_transport must be tcp or udp") }
                 stream.rtsp?.transport = value
             }
+            try readCredentials(into: &stream.rtsp!, user: string("rtsp_user"), password: string("rtsp_password"),
+                                passwordFile: string("rtsp_password_file"), warnings: &warnings, error: error)
         } else {
             guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has neither listen nor source") }
-            if entry["rtsp_transport"] != nil { throw error("rtsp_transport", "rtsp_transport applies to source = \"rtsp://…\" streams only") }
+            for key in ["rtsp_transport", "rtsp_user", "rtsp_password", "rtsp_password_file"] where entry[key] != nil {
+                throw error(key, "\(key) applies to source = \"rtsp://…\" streams only")
+            }
             stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))
         }
         if let codec = try string("codec"), codec != "auto" {
@@ -244,7 +300,7 @@ public enum ConfigurationLoader {
             guard stream.listen.transport == .srt else { throw error("passphrase", "passphrase applies to srt:// streams only") }
             // The value itself is never repeated in a message: the file's errors reach the journal.
             guard let text = entry["passphrase"]?.string, let passphrase = SRTPassphrase(text) else {
-                throw error("passphrase", "passphrase must be a string of \(SRTPassphrase.lengths.lowerBound) to \(SRTPassphrase.lengths.upperBound) bytes (SRT's limits)")
+                throw error("passphrase", "passphrase must be a string of \(SRTPassphrase.lengths.lowerBound) to \(SRTPassphrase.lengths.upperBound) bytes (SRT's limits), without control characters")
             }
             stream.srt.passphrase = passphrase
         }
@@ -261,6 +317,40 @@ public enum ConfigurationLoader {
         // still load (a reload must not fail over a key that now does nothing); the values are not checked.
         for key in ["idle_flush", "idle_flush_minimum_ms"] where entry[key] != nil { stream.retiredKeys.append(key) }
         return stream
+    }
+
+    /// `rtsp_user`, `rtsp_password` and `rtsp_password_file`: credentials kept out of the URL, so that the URL
+    /// can be printed and the file that holds the password can be readable by the daemon alone.
+    private static func readCredentials(
+        into source: inout RTSPSource, user: String?, password: String?, passwordFile: String?, warnings: inout [String],
+        error: (String?, String) -> ConfigurationError
+    ) throws(ConfigurationError) {
+        if let user {
+            guard source.user == nil else { throw error("rtsp_user", "rtsp_user and a user in source's URL: name the user once") }
+            guard !user.isEmpty else { throw error("rtsp_user", "rtsp_user must not be empty") }
+            source.user = user
+        }
+        let key = password != nil ? "rtsp_password" : "rtsp_password_file"
+        var secret = password
+        if let passwordFile {
+            guard password == nil else { throw error("rtsp_password_file", "rtsp_password and rtsp_password_file: give the password once") }
+            switch SecretFile.read(passwordFile) {
+            case .success(let read):
+                secret = read.text
+                source.passwordFile = passwordFile
+                if let warning = SecretFile.exposure(path: passwordFile, mode: read.mode, what: "holds an RTSP password") {
+                    warnings.append(warning)
+                }
+            case .failure(let problem):
+                throw error("rtsp_password_file", "rtsp_password_file \(passwordFile): \(problem.message)")
+            }
+        }
+        guard let secret else { return }
+        guard source.password == nil else { throw error(key, "\(key) and a password in source's URL: give the password once") }
+        guard source.user != nil else { throw error(key, "\(key) needs a user: rtsp://USER@HOST/PATH or rtsp_user") }
+        // The value is never repeated: the file's errors reach the journal.
+        guard !secret.containsControlCharacters else { throw error(key, "the RTSP password must not contain control characters") }
+        source.password = Secret(secret)
     }
 
     /// A size in bytes: an integer, or a string with a binary suffix ("512K", "256M", "1G", "1T").
@@ -335,41 +425,6 @@ public enum ConfigurationLoader {
             }
             sockets.append(("stream '\(stream.name)'", stream.listen, addresses))
         }
-    }
-}
-
-/// Finds the line of a key in the TOML text, for error messages: TOMLKit reports lines for syntax errors only.
-struct KeyLines {
-    private var entries: [(section: String?, index: Int?, key: String, line: Int)] = []
-    private var sections: [(section: String, index: Int?, line: Int)] = []
-
-    init(_ text: String) {
-        var section: String?
-        var index: Int?
-        var streamCount = 0
-        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingPrefix(while: { $0 == " " || $0 == "\t" })
-            if line.hasPrefix("[[") {
-                section = String(line.dropFirst(2).prefix { $0 != "]" }).trimmingCharacters(in: " ")
-                index = section == "stream" ? streamCount : nil
-                if section == "stream" { streamCount += 1 }
-                sections.append((section!, index, number + 1))
-            } else if line.hasPrefix("[") {
-                section = String(line.dropFirst().prefix { $0 != "]" }).trimmingCharacters(in: " ")
-                index = nil
-                sections.append((section!, nil, number + 1))
-            } else if let equals = line.firstIndex(of: "="), !line.hasPrefix("#") {
-                let key = String(line[..<equals]).trimmingCharacters(in: " \t\"")
-                entries.append((section, index, key, number + 1))
-            }
-        }
-    }
-
-    func line(section: String?, index: Int?, key: String?) -> Int? {
-        if let key, let entry = entries.first(where: { $0.section == section && $0.index == index && $0.key == key }) {
-            return entry.line
-        }
-        return sections.first { $0.section == section && $0.index == index }?.line
     }
 }
 

@@ -7,12 +7,22 @@ import SharedFrames
 public struct ConfigurationReport: Sendable {
     public var lines: [String] = []
     /// Problems that make a stream unable to work here: --check-config fails.
-    public var errors: [String] = []
+    public var errors: [Problem] = []
+
+    /// An error, with the line of the key it is about when the file has it.
+    public struct Problem: Sendable, CustomStringConvertible {
+        public var line: Int?
+        public var message: String
+
+        /// "12: stream cam: …" (the caller puts the file's path before it), or the message alone.
+        public var description: String { line.map { "\($0): \(message)" } ?? message }
+    }
     public var warnings: [String] = []
 
     /// - Parameter shm: the size of the file system under /dev/shm and what is free on it, in bytes (nil: unknown).
     public init(_ configuration: DaemonConfiguration, shm: (total: Int, free: Int)? = ConfigurationReport.shmSpace()) {
         var limits = 0
+        warnings = configuration.warnings
         for stream in configuration.streams {
             let ring = stream.ring()
             let largest = FrameLayout(format: .nv12, width: stream.maxWidth, height: stream.maxHeight).byteCount
@@ -23,7 +33,8 @@ public struct ConfigurationReport: Sendable {
             if let atLargest = ring.ringSize(frameBytes: largest) {
                 line += "; \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 8-bit takes \(Self.size(atLargest.bytes)) in \(atLargest.slots) slots"
             } else {
-                errors.append("stream \(stream.name): ring_size_limit (\(Self.size(limit))) cannot hold two \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 frames")
+                errors.append(Problem(line: stream.lines.line(of: stream.ringSizeLimit == nil ? "max_width" : "ring_size_limit"),
+                                      message: "stream \(stream.name): ring_size_limit (\(Self.size(limit))) cannot hold two \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 frames"))
             }
             for (width, height) in [(640, 360), (1920, 1080)] where width <= stream.maxWidth && height <= stream.maxHeight {
                 let bytes = FrameLayout(format: .nv12, width: width, height: height).byteCount
@@ -34,7 +45,8 @@ public struct ConfigurationReport: Sendable {
             guard let shm else { continue }
             let minimum = Self.twoSlots(of: largest, ring: ring)
             if minimum > shm.total {
-                errors.append("stream \(stream.name): two \(stream.maxWidth)x\(stream.maxHeight) frames (\(Self.size(minimum))) do not fit in /dev/shm (\(Self.size(shm.total))); lower max_width/max_height or enlarge /dev/shm")
+                errors.append(Problem(line: stream.lines.line(of: "max_width"),
+                                      message: "stream \(stream.name): two \(stream.maxWidth)x\(stream.maxHeight) frames (\(Self.size(minimum))) do not fit in /dev/shm (\(Self.size(shm.total))); lower max_width/max_height or enlarge /dev/shm"))
             }
         }
         if let shm, limits > shm.free {

@@ -14,6 +14,7 @@ public enum Daemon {
     /// - Parameter configurationPath: the file SIGHUP reloads; nil disables reloading.
     public static func run(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) async throws {
         FFmpegLog.route(to: Logger(label: "libavcodec"))
+        for warning in configuration.warnings { logger.warning("\(warning)") }
         try checkNamedHardware(configuration, logger: logger)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let inherited = assignInheritedListeners(to: configuration.streams, logger: logger)

@@ -23,21 +23,20 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
     public var path: String
     public var user: String?
     public var password: Secret?
+    /// Where the password was read from (`rtsp_password_file`); nil when it is in the configuration itself.
+    public var passwordFile: String?
     public var transport = RTSPTransport.tcp
+
+    /// Whether the configuration file holds the password (in the URL or `rtsp_password`).
+    var passwordInConfiguration: Bool { password != nil && passwordFile == nil }
 
     /// The URL requests name: no user or password (those go in Authorization headers).
     public var url: String { "rtsp://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path)" }
 
-    /// The URL as printed: a query value whose key names a password (`password=`, `pwd=`, `passwd=`, as some cameras
-    /// take them) is replaced by `***`.
+    /// The URL as printed: every credential-looking parameter of the path and query is replaced by `***`
+    /// (`RTSPSource.redactingCredentials`).
     public var displayURL: String {
-        guard let query = path.firstIndex(of: "?") else { return url }
-        let items = path[path.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
-            let key = item.prefix { $0 != "=" }.lowercased()
-            guard item.contains("="), key.contains("pass") || key.contains("pwd") else { return String(item) }
-            return item.prefix { $0 != "=" } + "=***"
-        }
-        return "rtsp://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path[..<query])?" + items.joined(separator: "&")
+        "rtsp://\(host.contains(":") ? "[\(host)]" : host):\(port)\(Self.redactingCredentials(path))"
     }
 
     public var description: String { displayURL + (user == nil ? "" : " (credentials set)") }

@@ -69,12 +69,18 @@ public struct SRTPassphrase: Sendable, Equatable, CustomStringConvertible, Custo
     let text: String
 
     public init?(_ text: String) {
-        guard Self.lengths.contains(text.utf8.count) else { return nil }
+        // C takes it up to its first NUL: "secret\0anything" would let in a caller who knows "secret".
+        guard Self.lengths.contains(text.utf8.count), !text.containsControlCharacters else { return nil }
         self.text = text
     }
 
     public var description: String { "(set)" }
     public var debugDescription: String { "(set)" }
+}
+
+extension String {
+    /// C0 controls and DEL: nothing a configuration value needs, and a NUL would cut it where C reads it.
+    var containsControlCharacters: Bool { unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f } }
 }
 
 /// When libsrt hands received bytes over.
@@ -146,6 +152,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var srt = SRTSettings()
     /// For `source = "rtsp://…"` streams: the server, credentials and transport (`listen` then names the server).
     public var rtsp: RTSPSource?
+    /// Where the stream's keys are in the file, for messages about them after loading.
+    public var lines = KeyPlaces()
 
     public init(name: String, listen: ListenAddress) {
         self.name = name
@@ -175,6 +183,17 @@ public struct StreamConfiguration: Sendable, Equatable {
     }
 }
 
+/// The lines of a stream's keys in its file (the table's own line when a key is absent). Not part of what a
+/// stream is: a reload that only moves lines changes no stream.
+public struct KeyPlaces: Sendable, Equatable {
+    var table: Int?
+    var keys: [String: Int] = [:]
+
+    func line(of key: String) -> Int? { keys[key] ?? table }
+
+    public static func == (_: KeyPlaces, _: KeyPlaces) -> Bool { true }
+}
+
 /// The whole configuration file.
 public struct DaemonConfiguration: Sendable, Equatable {
     public enum LogLevel: String, Sendable, CaseIterable {
@@ -184,6 +203,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// Where the Prometheus endpoint listens (`[daemon] metrics = "127.0.0.1:9464"`); nil: no endpoint.
     public var metrics: ListenAddress?
     public var streams: [StreamConfiguration] = []
+    /// What the file asks for that works but is likely a mistake: said by --check-config, at start and at reload.
+    public var warnings: [String] = []
+
+    /// Whether the file itself holds a secret (a password in a URL or key, an SRT passphrase): then it must not be
+    /// readable by every user.
+    var holdsSecrets: Bool { streams.contains { $0.srt.passphrase != nil || $0.rtsp?.passwordInConfiguration == true } }
 }
 
 extension StreamConfiguration {

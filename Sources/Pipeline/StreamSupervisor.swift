@@ -146,6 +146,7 @@ final class StreamSupervisor: Service, @unchecked Sendable {
             logger.error("reload failed, configuration unchanged: \(error)")
             return
         }
+        for warning in next.warnings { logger.warning("reload: \(warning)") }
         let (previous, running) = state.withLockedValue { ($0.configuration, $0.running) }
         let failed = Set(failures.withLockedValue { Array($0.keys) })
         let plan = ReloadPlan(from: previous.streams, to: next.streams, failed: failed)

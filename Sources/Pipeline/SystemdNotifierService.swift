@@ -31,7 +31,7 @@ final class SystemdNotifierService: Service, @unchecked Sendable {
         let watchdog = ServiceManager.watchdogMicroseconds
         // Feed the watchdog at half its interval; check the streams at least once a second.
         let tick = min(1_000_000, watchdog.map { $0 / 2 } ?? 1_000_000)
-        var frames: [String: UInt64] = [:]
+        var frames: [ObjectIdentifier: UInt64] = [:]
         var lastStatus = MonotonicClock.nanoseconds()
         var starving: String?
         while !Task.isShuttingDownGracefully {
@@ -61,20 +61,23 @@ final class SystemdNotifierService: Service, @unchecked Sendable {
         ServiceManager.notify("STOPPING=1")
     }
 
-    /// "desk: streaming h264 1280x720 30 fps software; cam: waiting", and the frame counts it was computed from.
-    private func statusLine(previous: [String: UInt64], seconds: Double = 1) -> (line: String, frames: [String: UInt64]) {
-        var frames: [String: UInt64] = [:]
+    /// "desk: streaming h264 1280x720 30 fps software; cam: waiting", and the frame counts it was computed from,
+    /// by pipeline instance: a reload replaces a stream's pipeline, whose count starts again from zero.
+    private func statusLine(previous: [ObjectIdentifier: UInt64], seconds: Double = 1) -> (line: String, frames: [ObjectIdentifier: UInt64]) {
+        var frames: [ObjectIdentifier: UInt64] = [:]
         let parts = pipelines.map { pipeline -> String in
             let snapshot = pipeline.snapshot
             let name = pipeline.configuration.name
-            frames[name] = snapshot.framesPublished
+            frames[ObjectIdentifier(pipeline)] = snapshot.framesPublished
             var text = "\(name): \(snapshot.state)"
             if let problem = pipeline.ringProblem { return text + " (\(problem))" }
             if let source = pipeline.sourceState, snapshot.state != .streaming { text += " (\(source))" }
             guard snapshot.state == .streaming else { return text }
             if let codec = snapshot.codec { text += " \(codec)" }
             if let size = snapshot.size { text += " \(size)" }
-            let fps = Double(snapshot.framesPublished - (previous[name] ?? snapshot.framesPublished)) / max(seconds, 0.001)
+            // Saturating: an identifier may be reused by a newer instance whose count is still below the old one's.
+            let before = previous[ObjectIdentifier(pipeline)] ?? snapshot.framesPublished
+            let fps = Double(snapshot.framesPublished.subtractingSaturating(before)) / max(seconds, 0.001)
             text += " \(Int(fps.rounded())) fps \(snapshot.path)"
             return text
         }

@@ -67,7 +67,7 @@ public struct FrameStream: AsyncSequence, Sendable {
                         var pixels: [UInt8] = []
                         let lapped = reader.lappedFrames
                         let outcome = reader.next(after: previous, into: &pixels, timeoutNanoseconds: slice, stopWhenStopped: true)
-                        continuation.resume(returning: (outcome, pixels, reader.lappedFrames - lapped))
+                        continuation.resume(returning: (outcome, pixels, reader.lappedFrames &- lapped))
                     }
                 }
                 switch result.0 {

@@ -41,7 +41,7 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             let report = ConfigurationReport(configuration)
             for line in report.lines { print(line) }
             for warning in report.warnings { print("warning: \(warning)") }
-            for error in report.errors { printError("streamrecvd: \(path): \(error)") }
+            for error in report.errors { printError("streamrecvd: \(path):\(error.line.map { "\($0):" } ?? "") \(error.message)") }
             guard report.errors.isEmpty else { throw ExitCode(1) }
             print("\(path): ok, \(configuration.streams.count) stream(s): "
                 + configuration.streams.map { "\($0.name) on \($0.endpoint)" }.joined(separator: ", "))

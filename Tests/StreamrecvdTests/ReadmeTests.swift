@@ -78,6 +78,9 @@ import Testing
                 + "/gstreamer-1.0/libgststreamrecv.so",
         ]
         for path in expected { #expect(FileManager.default.fileExists(atPath: destdir + "/" + path), "\(path)") }
+        // The configuration may hold secrets: never readable by every user.
+        let mode = try FileManager.default.attributesOfItem(atPath: destdir + "/etc/streamrecvd/streamrecvd.toml")[.posixPermissions] as? Int
+        #expect(mode == 0o640, "installed with mode \(String(mode ?? 0, radix: 8))")
         let check = try runChecked(destdir + "/usr/bin/streamrecvd", ["--check-config", destdir + "/etc/streamrecvd/streamrecvd.toml"])
         #expect(check.text.contains("ok, 1 stream(s)"))
         // The installed header is all the installed C example needs; the installed Python module imports.

@@ -20,9 +20,10 @@ struct TransportStreamIngest {
             return pts
         }
         let period: Int64 = 1 << 33
-        var delta = (pts - last) & (period - 1)
+        // Wrapping: a hostile program can make the extended value wander by 2^32 a packet, and no PTS may trap.
+        var delta = (pts &- last) & (period - 1)
         if delta >= period / 2 { delta -= period }
-        lastPTS = last + delta
-        return last + delta
+        lastPTS = last &+ delta
+        return last &+ delta
     }
 }
