@@ -51,4 +51,29 @@ import Testing
         #expect(daemon.log.contains("reloaded"), "\(daemon.log.suffix(2000))")
         #expect(daemon.stop() == 0)
     }
+
+    /// The same through an RTSP stream, which reconnects by itself right after the reload: certain to stream again
+    /// within the second.
+    @Test func anRTSPStreamReloadedKeepsTheDaemonUp() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let clip = try RTSPPullTests.clip(codec: "h264", in: directory)
+        let camera = try RTSPCamera(clip: try RTSPPullTests.repeated(clip, times: 20, in: directory), codec: "h264", directory: directory)
+        let daemon = try RTSPPullTests.daemon("reloadrtsp", source: camera.url, ["idle_timeout": "10"])
+        var published: UInt64 { daemon.status?.counters.framesPublished ?? 0 }
+        let deadline = Date().addingTimeInterval(60)
+        while published < 60 && Date() < deadline { usleep(20_000) }
+        #expect(published >= 60, "\(daemon.log.suffix(2000))")
+        for round in 0..<2 {
+            let text = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
+            try text.replacingOccurrences(of: "idle_timeout = \(10 + round)", with: "idle_timeout = \(11 + round)")
+                .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            let before = published
+            daemon.send(signal: SIGHUP)
+            // Two STATUS computations (once a second) after the new session plays.
+            while published < before + 50 && Date() < deadline { usleep(20_000) }
+            usleep(2_100_000)
+            #expect(daemon.isRunning, "round \(round): the daemon died after the reload: \(daemon.log.suffix(2000))")
+            #expect(published >= before + 50, "round \(round): \(daemon.log.suffix(2000))")
+        }
+    }
 }
