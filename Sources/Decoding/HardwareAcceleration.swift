@@ -61,15 +61,27 @@ public final class HardwareDevice: @unchecked Sendable {
     /// The pixel format the decoder's hw config produces (`AV_PIX_FMT_VAAPI`, …).
     let pixelFormat: AVPixelFormat
 
-    init(accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>?, pixelFormat: AVPixelFormat) {
+    /// A simulated device whose (software) frames count as the device's own: the decoder then behaves as on a
+    /// working device, until `injectedFailureAfterFrames`.
+    let simulatesWorkingDevice: Bool
+    /// The device "fails" after this many frames: the decoder falls back to software as if it had been lost
+    /// (tests, and the GPU kit on a real device through `STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES`).
+    public let injectedFailureAfterFrames: Int?
+
+    init(accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>?, pixelFormat: AVPixelFormat,
+         simulatesWorkingDevice: Bool = false, injectedFailureAfterFrames: Int? = nil) {
         self.accelerator = accelerator
         self.context = context
         self.pixelFormat = pixelFormat
+        self.simulatesWorkingDevice = simulatesWorkingDevice
+        self.injectedFailureAfterFrames = injectedFailureAfterFrames
     }
 
-    /// A device with no FFmpeg context, for testing the selection logic with an injected probe.
-    public static func simulated(_ accelerator: HardwareAccelerator) -> HardwareDevice {
-        HardwareDevice(accelerator: accelerator, context: nil, pixelFormat: AV_PIX_FMT_NONE)
+    /// A device with no FFmpeg context, for testing the selection logic with an injected probe. By default its
+    /// first frame comes back in system memory (an unusable device); `working` makes its frames count as its own.
+    public static func simulated(_ accelerator: HardwareAccelerator, working: Bool = false, failingAfterFrames: Int? = nil) -> HardwareDevice {
+        HardwareDevice(accelerator: accelerator, context: nil, pixelFormat: AV_PIX_FMT_NONE, simulatesWorkingDevice: working,
+                       injectedFailureAfterFrames: failingAfterFrames)
     }
 
     public var isSimulated: Bool { context == nil }
@@ -205,7 +217,14 @@ public struct FFmpegHardwareProbe: HardwareDeviceProbing {
         guard result >= 0, let context else {
             return .failure(HardwareProbeFailure(reason: "cannot open \(accelerator.defaultDevice): \(ffmpegErrorText(result))"))
         }
-        return .success(HardwareDevice(accelerator: accelerator, context: context, pixelFormat: pixelFormat))
+        return .success(HardwareDevice(accelerator: accelerator, context: context, pixelFormat: pixelFormat,
+                                       injectedFailureAfterFrames: Self.injectedFailureAfterFrames))
+    }
+
+    /// `STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES=N`: every hardware decoder "loses" its device after N
+    /// frames (a test of the fallback on a real device: docs/decoding.md). Unset in production.
+    static var injectedFailureAfterFrames: Int? {
+        getenv("STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES").flatMap { Int(String(cString: $0)) }.flatMap { $0 > 0 ? $0 : nil }
     }
 }
 

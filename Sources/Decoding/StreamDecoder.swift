@@ -55,12 +55,16 @@ public enum StreamDecoderEvent: Sendable, Equatable {
 ///   a new one opened. Identical repeats cost nothing.
 /// - creation is tried up to `maximumCreationAttempts` times; `failuresBeforeReset` consecutive failures tear
 ///   the decoder down and decoding resumes at the next random-access point.
-/// - a hardware decoder must produce its first frame; if it fails first, the stream falls back to software and
-///   the current GOP (kept since the last random-access point, bounded in bytes) is fed again.
+/// - a hardware decoder must produce its first frame; if it fails first, or fails
+///   `hardwareFailuresBeforeFallback` times in a row later (the device lost), or a GPU frame cannot be downloaded
+///   (`reportHardwareFailure`), the stream falls back to software and the current GOP (kept since the last
+///   random-access point, bounded in bytes) is fed again; the frames already handed out are not handed out twice.
 /// Runs on the stream's decode thread; not thread-safe.
 public final class StreamDecoder {
     public static let maximumCreationAttempts = 5
     public static let failuresBeforeReset = 20
+    /// Failures in a row after which a working hardware decoder is taken for lost.
+    public static let hardwareFailuresBeforeFallback = 3
 
     public struct Statistics: Sendable, Equatable {
         public var creations = 0
@@ -94,9 +98,10 @@ public final class StreamDecoder {
     private var softwareOnly = false
     private var hardwareConfirmed = false
     private var consecutiveFailures = 0
-    private var gop: [DecoderInput] = []
-    private var gopBytes = 0
-    private var gopComplete = false
+    private var gop: GroupOfPicturesRecord
+    /// Failures in a row of the hardware decoder, and frames it decoded (for an injected failure).
+    private var hardwareFailures = 0
+    private var hardwareFrames = 0
     private var waitingReported = false
     /// Set when the unconfirmed hardware decoder failed; acted on once the current call can publish frames.
     private var pendingFallback: String?
@@ -111,6 +116,17 @@ public final class StreamDecoder {
         self.probe = probe
         self.maximumGOPBytes = maximumGOPBytes
         self.report = report
+        gop = GroupOfPicturesRecord(maximumBytes: maximumGOPBytes)
+    }
+
+    /// The hardware device the current decoder uses (a simulated one included); nil in software.
+    private var device: HardwareDevice? { softwareOnly || decoder == nil ? nil : selection?.device }
+
+    /// A GPU frame could not be downloaded: the device is taken for lost, and the stream goes on in software from
+    /// the current GOP (acted on when the current `decode` call returns). Called by the frame's consumer.
+    public func reportHardwareFailure(_ reason: String) {
+        guard device != nil else { return }
+        pendingFallback = reason
     }
 
     /// The path in use: "software", or the accelerator's name.
@@ -224,6 +240,8 @@ public final class StreamDecoder {
                     hardware: device?.isSimulated == true ? nil : device)
                 openedWith = (input.codec, input.parameterSets)
                 hardwareConfirmed = device == nil
+                hardwareFailures = 0
+                hardwareFrames = 0
                 consecutiveFailures = 0
                 statistics.creations += 1
                 if recreation { statistics.recreations += 1 }
@@ -286,21 +304,24 @@ public final class StreamDecoder {
             var fallbackReason: String?
             let outcome = decoder.receive { frame in
                 if !hardwareConfirmed {
-                    guard frame.isHardware else {
+                    guard frame.isHardware || device?.simulatesWorkingDevice == true else {
                         fallbackReason = "the first frame came back in system memory"
                         return
                     }
                     hardwareConfirmed = true
                 }
+                hardwareFailures = 0
                 statistics.framesDecoded += 1
-                output(frame)
+                handOut(frame, output: output)
             }
             if let fallbackReason {
                 pendingFallback = fallbackReason
                 return false
             }
             switch outcome {
-            case .frame: continue
+            case .frame:
+                // Taken for lost (an injected failure, a download that failed): its later frames come from the replay.
+                if pendingFallback != nil { return false }
             case .needsInput, .endOfStream: return true
             case .failed(let error):
                 recordFailure(error)
@@ -309,10 +330,31 @@ public final class StreamDecoder {
         }
     }
 
+    /// A frame to `output`, unless the replay after a fallback already handed it out.
+    private func handOut(_ frame: DecodedFrame, output: (DecodedFrame) -> Void) {
+        guard gop.shouldHandOut(pts: frame.pts) else { return }
+        output(frame)
+        // A download that failed inside `output` left the frame unpublished: the replay hands it out again.
+        guard pendingFallback == nil else { return }
+        gop.noteHandedOut(pts: frame.pts)
+        guard let device else { return }
+        hardwareFrames += 1
+        if let limit = device.injectedFailureAfterFrames, hardwareFrames >= limit {
+            pendingFallback = "injected device failure after \(limit) frames"
+        }
+    }
+
     private func recordFailure(_ error: DecoderError) {
-        if !hardwareConfirmed, decoder?.hardware != nil {
-            pendingFallback = error.description
-            return
+        if device != nil {
+            hardwareFailures += 1
+            if !hardwareConfirmed {
+                pendingFallback = error.description
+                return
+            }
+            if hardwareFailures >= Self.hardwareFailuresBeforeFallback {
+                pendingFallback = "the device failed \(hardwareFailures) times in a row: \(error)"
+                return
+            }
         }
         statistics.decodeErrors += 1
         consecutiveFailures += 1
@@ -333,12 +375,14 @@ public final class StreamDecoder {
         selection = HardwareSelection(device: nil, attempts: [], preference: .none)
         decoder = nil
         openedWith = nil
-        let replay = gopComplete ? gop : []
+        let replay = gop.isComplete ? gop.inputs : []
         guard let first = replay.first, first.isRandomAccess, open(for: first, recreation: true) else { return }
+        gop.isReplaying = true
         for input in replay { feed(input, output: output) }
+        gop.isReplaying = false
     }
 
-    /// A hardware decoder may still fail before its first frame and the GOP be fed again in software.
+    /// A hardware decoder may still fail (before its first frame, or lost later) and the GOP be fed again in software.
     private var mayFallBack: Bool {
         !softwareOnly && configuration.hardware != .none && (selection == nil || selection?.device != nil)
     }
@@ -346,25 +390,6 @@ public final class StreamDecoder {
     /// Keeps the access units since the last random-access point, up to `maximumGOPBytes`, while a fallback may
     /// need them (on the software path nothing is kept: the assembler can then reuse its buffers).
     private func remember(_ input: DecoderInput) {
-        guard mayFallBack else {
-            if !gop.isEmpty { gop.removeAll() }
-            gopBytes = 0
-            gopComplete = false
-            return
-        }
-        if input.isRandomAccess {
-            gop.removeAll(keepingCapacity: true)
-            gopBytes = 0
-            gopComplete = true
-        }
-        guard gopComplete else { return }
-        if gopBytes + input.data.count > maximumGOPBytes {
-            gop.removeAll()
-            gopBytes = 0
-            gopComplete = false
-            return
-        }
-        gop.append(input)
-        gopBytes += input.data.count
+        gop.remember(input, keeping: mayFallBack)
     }
 }

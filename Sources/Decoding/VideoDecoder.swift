@@ -113,6 +113,8 @@ public final class VideoDecoder {
             // get_format accepts only the device's format: no silent fallback inside libavcodec.
             context.pointee.opaque = UnsafeMutableRawPointer(bitPattern: Int(hardware.pixelFormat.rawValue) + 1)
             context.pointee.get_format = selectHardwareFormat
+            context.pointee.extra_hw_frames = Int32(Self.extraHardwareFrames(
+                reorderDepth: reorderDepth, assumedReorderDepth: assumedReorderDepth, configuration: configuration))
         }
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
@@ -121,6 +123,19 @@ public final class VideoDecoder {
         // own class for options). Kept: `loggedErrors` is asked for every frame decoded in parts.
         logContexts = [UnsafeMutableRawPointer(context)] + (context.pointee.priv_data.map { [$0] } ?? [])
         FFmpegLog.watch(logContexts)
+    }
+
+    /// Surfaces added to a hardware decoder's fixed pool beyond the DPB libavcodec sizes from the SPS (refs and
+    /// reorder frames): the frame being downloaded into a slot and the next one received meanwhile; a surface per
+    /// frame thread; and, where the stream does not state its reorder depth, the depth this decoder assumes (it
+    /// holds that many frames back, which a pool sized from the SPS alone would not cover: the decoder would stall
+    /// or fail with "no free surface").
+    public static func extraHardwareFrames(reorderDepth: Int?, assumedReorderDepth: Int, configuration: DecoderConfiguration) -> Int {
+        let held = 2
+        // threads = 0 lets libavcodec choose: at most 16.
+        let threads = configuration.threading == .frame ? (configuration.threads == 0 ? 16 : configuration.threads) : 0
+        let unsignalled = reorderDepth == nil ? min(max(assumedReorderDepth, 0), 16) : 0
+        return held + threads + unsignalled
     }
 
     /// Errors libavcodec has logged for this decoder (counted only while its log is routed: `FFmpegLog.route`).

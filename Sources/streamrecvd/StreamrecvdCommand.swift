@@ -38,7 +38,8 @@ struct StreamrecvdCommand: AsyncParsableCommand {
             return
         }
         if checkConfig != nil {
-            let report = ConfigurationReport(configuration)
+            var report = ConfigurationReport(configuration)
+            report.checkHardware(configuration)
             for line in report.lines { print(line) }
             for warning in report.warnings { print("warning: \(warning)") }
             for error in report.errors { printError("streamrecvd: \(path):\(error.line.map { "\($0):" } ?? "") \(error.message)") }

@@ -157,6 +157,18 @@ func generated(_ codec: String, size: String = "160x96", frames: Int, parameters
         let result = try runProcess(tool("streamrecvd"), ["--config", strict.configPath])
         #expect(result.status == 1)
         #expect(result.standardError.contains("hwaccel vaapi unavailable on /dev/dri/renderD128"))
+
+        // --check-config opens the device as the daemon would: a named one that does not open fails the check, with
+        // the line of hwaccel; auto says which path it takes.
+        for accelerator in ["cuda", "vaapi"] {
+            let named = try DaemonProcess(label: "hwcheck\(accelerator)", settings: ["hwaccel": "\"\(accelerator)\""], start: false)
+            let check = try runProcess(tool("streamrecvd"), ["--check-config", named.configPath])
+            #expect(check.status == 1, "\(check.text)")
+            #expect(check.standardError.contains("streamrecvd.toml:7: stream \(named.name): h264: hwaccel \(accelerator) unavailable on "),
+                    "\(check.standardError)")
+        }
+        let check = try runChecked(tool("streamrecvd"), ["--check-config", automatic.configPath])
+        #expect(check.text.contains("stream \(automatic.name): h265: software decoding (hwaccel = auto); vaapi: "), "\(check.text)")
     }
 
     @Test func checkConfigReportsTheLine() throws {

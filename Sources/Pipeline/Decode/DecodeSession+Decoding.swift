@@ -114,6 +114,9 @@ extension DecodeSession {
                 break  // The ring's own events say why (RingEventReporter).
             case .writeFailed(let why):
                 telemetry.log(.error, key: "write", now: decodedAt, "frame could not be written: \(why); dropped")
+                // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in
+                // software (this frame included).
+                if frame.isHardware { decoder.reportHardwareFailure("GPU frame download failed: \(why)") }
             }
         }
     }

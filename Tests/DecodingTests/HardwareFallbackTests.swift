@@ -1,0 +1,84 @@
+import Bitstream
+import Decoding
+import FrameFormats
+import Glibc
+import StreamrecvTestSupport
+import Testing
+
+/// A probe whose devices work (their frames count as the device's own) until they "fail" after some frames.
+struct FailingDeviceProbe: HardwareDeviceProbing {
+    var failingAfterFrames: Int?
+
+    func codecSupports(_ accelerator: HardwareAccelerator, codec: VideoCodec) -> Bool { accelerator == .cuda }
+
+    func openDevice(_ accelerator: HardwareAccelerator, codec: VideoCodec) -> Result<HardwareDevice, HardwareProbeFailure> {
+        .success(.simulated(accelerator, working: true, failingAfterFrames: failingAfterFrames))
+    }
+}
+
+/// The hardware decoder lost mid-stream (the device reset, the driver gone, a download that fails): the stream goes
+/// on in software from the current GOP, and no frame is lost or handed out twice.
+@Suite struct HardwareFallbackTests {
+    static func fallbackReasons(_ events: [StreamDecoderEvent]) -> [String] {
+        events.compactMap { if case .fellBackToSoftware(let reason) = $0 { reason } else { nil } }
+    }
+
+    /// Failing in the middle of a GOP with B-frames, at its first frame, and in the first GOP.
+    @Test(arguments: [17, 30, 31, 3])
+    func aDeviceLostMidStreamFallsBackWithoutLosingTheGOP(failingAfterFrames: Int) throws {
+        let inputs = decoderInputs(try encode("h264", size: "96x64", frames: 60, parameters: "keyint=30:min-keyint=30:scenecut=0:bframes=2"))
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        var events: [StreamDecoderEvent] = []
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)),
+                                    probe: FailingDeviceProbe(failingAfterFrames: failingAfterFrames)) { events.append($0) }
+        let frames = decodeAll(inputs, decoder: decoder)
+        #expect(frames.count == reference.count && frames == reference, "\(frames.count) frames, \(reference.count) expected")
+        #expect(decoder.statistics.hardwareFallbacks == 1)
+        #expect(Self.fallbackReasons(events) == ["injected device failure after \(failingAfterFrames) frames"], "\(events)")
+    }
+
+    /// A working device never falls back.
+    @Test func aWorkingDeviceKeepsDecoding() throws {
+        let inputs = decoderInputs(try encode("h264", size: "96x64", frames: 40, parameters: "keyint=10:bframes=2"))
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { _ in }
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        #expect(decodeAll(inputs, decoder: decoder) == reference)
+        #expect(decoder.statistics.hardwareFallbacks == 0)
+    }
+
+    /// A frame whose download failed (`reportHardwareFailure` from the consumer) is not lost: the replay in
+    /// software hands it out again, and the frames before it are not repeated.
+    @Test func aFailedDownloadIsDecodedAgainInSoftware() throws {
+        let inputs = decoderInputs(try encode("h265", size: "96x64", frames: 40, parameters: "keyint=20:min-keyint=20:scenecut=0:bframes=3"))
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        var events: [StreamDecoderEvent] = []
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { events.append($0) }
+        var frames: [[UInt8]] = []
+        var offered = 0
+        let collect: (DecodedFrame) -> Void = { frame in
+            offered += 1
+            if offered == 25 {
+                decoder.reportHardwareFailure("GPU frame download failed: simulated")
+                return
+            }
+            let layout = FrameLayout(format: frame.outputFormat(.auto)!, width: frame.width, height: frame.height)
+            var buffer = [UInt8](repeating: 0, count: layout.byteCount)
+            buffer.withUnsafeMutableBytes { try! frame.write(into: $0, layout: layout) }
+            frames.append(PlanarConversion.planar(buffer, layout: layout))
+        }
+        for input in inputs { decoder.decode(input, output: collect) }
+        decoder.drain(output: collect)
+        #expect(frames == reference, "\(frames.count) frames, \(reference.count) expected")
+        #expect(Self.fallbackReasons(events) == ["GPU frame download failed: simulated"])
+    }
+
+    @Test func hardwarePoolsCoverWhatTheDaemonHolds() {
+        let slice = DecoderConfiguration(threading: .slice, threads: 1)
+        #expect(VideoDecoder.extraHardwareFrames(reorderDepth: 2, assumedReorderDepth: 16, configuration: slice) == 2)
+        #expect(VideoDecoder.extraHardwareFrames(reorderDepth: nil, assumedReorderDepth: 5, configuration: slice) == 7)
+        let frames = DecoderConfiguration(threading: .frame, threads: 4)
+        #expect(VideoDecoder.extraHardwareFrames(reorderDepth: 0, assumedReorderDepth: 16, configuration: frames) == 6)
+        let automatic = DecoderConfiguration(threading: .frame, threads: 0)
+        #expect(VideoDecoder.extraHardwareFrames(reorderDepth: 0, assumedReorderDepth: 16, configuration: automatic) == 18)
+    }
+}
