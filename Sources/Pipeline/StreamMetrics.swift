@@ -49,6 +49,8 @@ final class StreamMetrics: Sendable {
     let framesCorrupt: Counter
     let decodeErrors: Counter
     let decoderRecreations: Counter
+    /// A hardware decoder that failed (before its first frame, or lost later) replaced by software.
+    let hardwareFallbacks: Counter
     let connections: Counter
     let rtpPacketsLost: Counter
     let rtpPayloadsDropped: Counter
@@ -109,6 +111,7 @@ final class StreamMetrics: Sendable {
         framesCorrupt = counter("frames_corrupt_total")
         decodeErrors = counter("decode_errors_total")
         decoderRecreations = counter("decoder_recreations_total")
+        hardwareFallbacks = counter("decoder_hardware_fallbacks_total")
         connections = counter("connections_total")
         rtpPacketsLost = counter("rtp_packets_lost_total")
         rtpPayloadsDropped = counter("rtp_payloads_dropped_total")
@@ -169,7 +172,7 @@ final class StreamMetrics: Sendable {
     /// Removes every series of this stream from the endpoint (the stream was removed by a reload).
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
-                        decoderRecreations, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
+                        decoderRecreations, hardwareFallbacks, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
                         picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects,
                         transportStreamContinuityErrors, srtPacketsLost, srtPacketsDropped, rtspSessions]
             + Array(rtspFailures.values) + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)

@@ -150,7 +150,8 @@ extension DecodeSession {
             publisher.markDiscontinuity()
             telemetry.log(.error, key: "decoder-reset", now: now, "\(failures) consecutive decode failures: decoder reset, waiting for the next keyframe")
         case .fellBackToSoftware(let reason):
-            telemetry.log(.warning, key: "fallback", now: now, "hardware decoding failed on the first keyframe (\(reason)): falling back to software")
+            telemetry.metrics.hardwareFallbacks.increment()
+            telemetry.log(.warning, key: "fallback", now: now, "hardware decoding failed (\(reason)): falling back to software, the current GOP decoded again")
         case .waitingForKeyframe:
             telemetry.log(.info, key: "waiting-keyframe", now: now, "waiting for a keyframe before decoding")
         }
