@@ -50,6 +50,9 @@ final class MetricsServer: Service, @unchecked Sendable {
         factory.durationHistogramBuckets[StreamMetrics.latencyLabel] = [0.5, 1, 2, 4, 8, 16, 33, 66, 133, 266, 1000].map {
             .microseconds(Int64($0 * 1000))
         }
+        factory.durationHistogramBuckets[StreamMetrics.writeLabel] = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 33].map {
+            .microseconds(Int64($0 * 1000))
+        }
         factory.durationHistogramBuckets[StreamMetrics.creationLabel] = [0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 1000].map {
             .microseconds(Int64($0 * 1000))
         }

@@ -92,10 +92,13 @@ final class StreamMetrics: Sendable {
     let framesPerSecond: Gauge
     /// Access unit complete → frame published (decode time plus any reordering delay).
     let publishLatency: CoreMetrics.Timer
+    /// Frame out of the decoder → published: the copy into the slot, or the download from GPU memory into it.
+    let frameWrite: CoreMetrics.Timer
     /// Opening a decoder (and closing the one it replaces) at start and at each parameter-set change.
     let decoderCreation: CoreMetrics.Timer
 
     static let latencyLabel = "streamrecvd_publish_latency_seconds"
+    static let writeLabel = "streamrecvd_frame_write_seconds"
     static let creationLabel = "streamrecvd_decoder_creation_seconds"
 
     init(stream: String, factory: any MetricsFactory = NOOPMetricsHandler.instance) {
@@ -153,6 +156,7 @@ final class StreamMetrics: Sendable {
         framesPerSecond = gauge("frames_per_second")
         publishLatency = CoreMetrics.Timer(label: Self.latencyLabel, dimensions: labels, factory: factory)
         decoderCreation = CoreMetrics.Timer(label: Self.creationLabel, dimensions: labels, factory: factory)
+        frameWrite = CoreMetrics.Timer(label: Self.writeLabel, dimensions: labels, factory: factory)
     }
 
     func dropped(_ reason: DropReason) { dropped[reason]?.increment() }
@@ -181,6 +185,7 @@ final class StreamMetrics: Sendable {
         }
         for gauge in [hardware, width, height, framesPerSecond, rtspPlaying] { gauge.destroy() }
         publishLatency.destroy()
+        frameWrite.destroy()
         decoderCreation.destroy()
     }
 }

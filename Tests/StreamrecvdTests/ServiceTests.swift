@@ -112,6 +112,8 @@ func sample(_ exposition: String, _ name: String, _ labels: String) -> Double? {
         #expect(sample(body, "streamrecvd_decode_errors_total", stream_) == 0)
         #expect(sample(body, "streamrecvd_frames_dropped_total", "\(stream_),reason=\"too_large\"") == 0)
         #expect(sample(body, "streamrecvd_publish_latency_seconds_count", stream_) == 30)
+        #expect(sample(body, "streamrecvd_frame_write_seconds_count", stream_) == 30)
+        #expect(sample(body, "streamrecvd_decoder_hardware_fallbacks_total", stream_) == 0)
         #expect(sample(body, "streamrecvd_frame_width", stream_) == 160)
         #expect(sample(body, "streamrecvd_frame_height", stream_) == 96)
         #expect(sample(body, "streamrecvd_decoder_hardware", stream_) == 0)

@@ -101,7 +101,8 @@ extension DecodeSession {
         let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
         switch publisher.publish(frame, metadata: metadata) {
         case .success(let layout):
-            telemetry.published(width: layout.width, height: layout.height, corrupt: flags.contains(.corrupt), completedAt: meta?.timeComplete)
+            telemetry.published(width: layout.width, height: layout.height, corrupt: flags.contains(.corrupt), completedAt: meta?.timeComplete,
+                                decodedAt: decodedAt)
         case .failure(let refusal):
             telemetry.dropped(refusal.dropReason)
             switch refusal {

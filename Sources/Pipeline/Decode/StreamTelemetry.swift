@@ -117,8 +117,9 @@ final class StreamTelemetry {
     }
 
     /// A frame is in the ring (the writer counted it in the ring's header).
-    func published(width: Int, height: Int, corrupt: Bool, completedAt: UInt64?) {
+    func published(width: Int, height: Int, corrupt: Bool, completedAt: UInt64?, decodedAt: UInt64? = nil) {
         let now = MonotonicClock.nanoseconds()
+        if let decodedAt, now >= decodedAt { metrics.frameWrite.recordNanoseconds(Int64(now - decodedAt)) }
         let sizeChanged = width != lastPublishedSize.width || height != lastPublishedSize.height
         lastPublishedSize = (width, height)
         snapshot.withLockedValue {
