@@ -35,7 +35,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
 SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
-.PHONY: deps test run bench clean install build soak fuzz deb bundle test-systemd gst-plugin
+.PHONY: deps test run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -66,6 +66,8 @@ test: deps
 	scripts/test-deb-install.sh
 	$(MAKE) bundle
 	scripts/test-bundle.sh
+	scripts/make-gpu-kit.sh
+	scripts/test-gpu-kit.sh
 
 ## test-systemd: the packaged units under a real systemd (PID 1) in a qemu VM; not part of `make test`
 test-systemd: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap qemu-system-x86 e2fsprogs
@@ -110,6 +112,12 @@ deb: build gst-plugin
 bundle: APT_PACKAGES += $(BUNDLE_PACKAGES)
 bundle: build
 	scripts/make-bundle.sh
+
+## gpu-kit: dist/streamrecvd-gpu-kit-VERSION-ARCH.tar.xz, the bundle plus test media, references and a runner that
+## checks the hardware path on a lent GPU machine in one or two calls (docs/gpu-kit.md); ≤ 60 MiB
+gpu-kit: APT_PACKAGES += $(BUNDLE_PACKAGES)
+gpu-kit: bundle
+	scripts/make-gpu-kit.sh
 
 ## gst-plugin: .build/gstreamer/libgststreamrecv.so, the streamrecvsrc element (C, from streamrecv_shm.h alone)
 gst-plugin: APT_PACKAGES += $(GST_PACKAGES)

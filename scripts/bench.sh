@@ -47,6 +47,8 @@ cat > docs/benchmarks.md <<DOC
 
 Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores, ${cpu}; ${versions}.
 Release builds, software decoding (no GPU here), every anchor run side by side with streamrecvd in the same run.
+Hardware decoding (NVDEC) is measured by the GPU kit on a lent device (docs/gpu-kit.md); no device has been lent
+since it exists, so no GPU figure is here yet.
 Only ratios carry over to other machines; on this 2-core VM repeated runs vary by about ±10 %. Tests never
 assert timings.
 

@@ -13,6 +13,10 @@
 #   muxers h264, hevc, rtp                    `send` writes raw Annex B or RTP
 #   protocols file, pipe, tcp, udp, rtp       `send`'s destinations
 #   swscale                                   snapshots
+# and, for the GPU kit only (make gpu-kit; the bundle does not ship them), the ffmpeg program with what it needs
+# to be the kit's reference and anchor on the device: `-hwaccel cuda -f null` (wrapped_avframe), `-f framemd5`
+# (rawvideo), reading `streamrecvctl cat`'s y4m (yuv4mpegpipe demuxer, rawvideo decoder); libavfilter and
+# libswresample, which the program links. Same sources and decoders: its decode is the bundle's.
 #
 # Prints the folder holding lib/ and include/. Cached in .build/bundle/ffmpeg-VERSION-KEY (KEY: a digest of this
 # script), so a second `make bundle` does not rebuild.
@@ -46,16 +50,17 @@ apt-get "${apt_options[@]}" update -qq
 cd "$work/source"
 say "configuring"
 ./configure --prefix="$prefix" --libdir="$prefix/lib" --shlibdir="$prefix/lib" \
-    --enable-shared --disable-static --enable-pic --disable-programs --disable-doc \
+    --enable-shared --disable-static --enable-pic --disable-ffplay --disable-ffprobe --enable-ffmpeg --disable-doc \
     --disable-autodetect --disable-everything \
-    --disable-avdevice --disable-avfilter --disable-swresample --disable-postproc \
+    --disable-avdevice --disable-postproc --enable-avfilter --enable-swresample \
     --enable-avcodec --enable-avformat --enable-avutil --enable-swscale \
-    --enable-decoder=h264,hevc --enable-parser=h264,hevc \
+    --enable-decoder=h264,hevc,rawvideo --enable-parser=h264,hevc \
+    --enable-encoder=rawvideo,wrapped_avframe --enable-filter=null,format,scale \
     --enable-vaapi --enable-ffnvcodec --enable-nvdec \
     --enable-hwaccel=h264_vaapi,hevc_vaapi,h264_nvdec,hevc_nvdec \
-    --enable-demuxer=h264,hevc,mov,matroska,mpegts \
+    --enable-demuxer=h264,hevc,mov,matroska,mpegts,yuv4mpegpipe \
     --enable-bsf=h264_mp4toannexb,hevc_mp4toannexb \
-    --enable-muxer=h264,hevc,rtp \
+    --enable-muxer=h264,hevc,rtp,framemd5,null \
     --enable-network --enable-protocol=file,pipe,tcp,udp,rtp \
     --extra-version="streamrecvd-minimal" >"$work/configure.log" 2>&1 ||
     { tail -20 "$work/configure.log" >&2; exit 1; }

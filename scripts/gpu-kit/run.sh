@@ -1,0 +1,444 @@
+#!/usr/bin/env bash
+# The GPU kit's runner (docs/gpu-kit.md): bash and coreutils, nothing installed.
+#
+#   run.sh [--software] [--quick] [--only exact|measure] OUT
+#
+# On a GPU machine: every clip through the daemon with hwaccel = "cuda" (strict) and "auto", over TCP and RTP,
+# read back with `streamrecvctl cat` and compared against the software decode's framemd5; recreation at a size and
+# a bit-depth change; the fallback when the device fails mid-stream (injected); then side by side with software:
+# decode-only fps (the kit's ffmpeg, -hwaccel cuda vs software), end-to-end fps and CPU time per frame, the write
+# (GPU download) into the slot, last byte → readable, and how many 1080p30 streams one daemon sustains.
+# --software: the same with hwaccel = "none" (what `make test` runs, to prove the kit before a GPU sees it).
+# Writes OUT/report.md, OUT/results.tsv and OUT/logs/. Exits 1 when a clip is not bit-exact in a mode that must be.
+set -uo pipefail
+kit=$(cd "$(dirname "$0")" && pwd)
+software=0 quick=0 only=all
+while [ $# -gt 1 ]; do
+    case $1 in
+        --software) software=1 ;;
+        --quick) quick=1 ;;
+        --only) only=$2; shift ;;
+        *) echo "usage: run.sh [--software] [--quick] [--only exact|measure] OUT" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ $# -eq 1 ] || { echo "usage: run.sh [--software] [--quick] [--only exact|measure] OUT" >&2; exit 2; }
+out=$1
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/streamrecvd-kit.XXXXXX")
+report=$out/report.md
+results=$out/results.tsv
+failures=0
+say() { echo "kit: $*" >&2; }
+md() { echo "$*" >>"$report"; }
+
+# The kit's binaries need glibc 2.36; an older system runs them through the kit's own loader.
+glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
+if [ -n "$glibc" ] && [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" = 2.36 ]; then
+    launcher=()
+    loader="the system's (glibc $glibc)"
+else
+    launcher=("$kit/glibc/ld-linux-x86-64.so.2" --library-path "$kit/lib:$kit/glibc")
+    loader="the kit's (the system has glibc ${glibc:-unknown})"
+fi
+launch() { "${launcher[@]}" "$@"; }
+streamrecvd() { launch "$kit/bin/streamrecvd" "$@"; }
+ctl() { launch "$kit/bin/streamrecvctl" "$@"; }
+ff() { launch "$kit/bin/ffmpeg" "$@"; }
+
+daemon_pid=
+stop_daemon() {
+    [ -n "$daemon_pid" ] || return 0
+    kill -TERM "$daemon_pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+    daemon_pid=
+}
+cleanup() {
+    stop_daemon
+    for ring in /dev/shm/streamrecv-kit-*; do [ -e "$ring" ] && rm -f "$ring"; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+base_port=$((20000 + RANDOM % 20000))
+metrics_port=$((base_port - 1))
+# start_daemon LABEL CONFIG [ENV...]: runs the daemon until the next start_daemon or the end; waits for READY
+# (every ring exists).
+start_daemon() {
+    local label=$1 config=$2
+    shift 2
+    stop_daemon
+    env "$@" "${launcher[@]}" "$kit/bin/streamrecvd" --config "$config" >"$out/logs/daemon-$label.log" 2>&1 &
+    daemon_pid=$!
+    for _ in $(seq 300); do
+        grep -q "ready:" "$out/logs/daemon-$label.log" && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    say "the daemon did not start ($label): $(tail -5 "$out/logs/daemon-$label.log")"
+    return 1
+}
+
+metric() {  # metric NAME STREAM: the sample's value from the daemon's endpoint (bash's /dev/tcp: no curl needed)
+    local body
+    exec 3<>"/dev/tcp/127.0.0.1/$metrics_port" || { echo 0; return; }
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    body=$(cat <&3)
+    exec 3<&-
+    echo "$body" | awk -v name="$1" -v stream="stream=\"$2\"" '$1 ~ "^"name"[{]" && index($1, stream) { value = $2 } END { print value + 0 }'
+}
+histogram_quantile() {  # histogram_quantile NAME STREAM Q: seconds, interpolated within the bucket
+    local body
+    exec 3<>"/dev/tcp/127.0.0.1/$metrics_port" || { echo nan; return; }
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    body=$(cat <&3)
+    exec 3<&-
+    echo "$body" | awk -v name="$1_bucket" -v stream="stream=\"$2\"" -v q="$3" '
+        $1 ~ "^"name"[{]" && index($1, stream) {
+            match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5)
+            n++; bound[n] = (le == "+Inf") ? 1e9 : le + 0; count[n] = $2 + 0
+        }
+        END {
+            if (n == 0 || count[n] == 0) { print "nan"; exit }
+            target = q * count[n]; lower = 0; below = 0
+            for (i = 1; i <= n; i++) {
+                if (count[i] >= target) {
+                    inside = count[i] - below
+                    print (inside > 0 ? lower + (bound[i] - lower) * (target - below) / inside : bound[i]); exit
+                }
+                lower = bound[i]; below = count[i]
+            }
+        }'
+}
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"%.${2:-1}f\", $1 }"; }
+
+# ---------------------------------------------------------------------------------------------------------------
+: >"$report"
+printf 'section\tclip\ttransport\tmode\tresult\tdetail\n' >"$results"
+md "# streamrecvd GPU kit report"
+md ""
+md "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r); loader: $loader; mode: $([ $software = 1 ] && echo software || echo device)."
+md ""
+md "## The device"
+md '```'
+{
+    if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv 2>&1; else echo "no nvidia-smi"; fi
+    ls -l /dev/nvidia* /dev/dri 2>&1 | head -20
+    ldconfig -p 2>/dev/null | grep -E 'libcuda\.so|libnvcuvid' || echo "no libcuda/libnvcuvid in ldconfig"
+} >>"$report" 2>&1
+md '```'
+
+modes=(cuda auto)
+[ $software = 1 ] && modes=(none)
+check=$work/check.toml
+printf '[[stream]]\nname = "kit-check"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "%s"\n' "$base_port" "${modes[0]}" >"$check"
+md ""
+md "\`streamrecvd --check-config\` with hwaccel = \"${modes[0]}\":"
+md '```'
+streamrecvd --check-config "$check" >>"$report" 2>&1
+md '```'
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every clip, every transport, every mode: bit-exact against the software decode of the same FFmpeg build.
+# config_for MODE: one stream per clip and transport.
+config_for() {
+    local mode=$1 port=$base_port
+    printf '[daemon]\nlog_level = "info"\nmetrics = "127.0.0.1:%d"\n' "$metrics_port"
+    while read -r clip codec transports width height frames parts; do
+        for transport in ${transports//,/ }; do
+            printf '\n[[stream]]\nname = "kit-%s-%s"\nlisten = "%s://127.0.0.1:%d"\nhwaccel = "%s"\n' "$clip" "$transport" "$transport" "$port" "$mode"
+            printf 'max_width = 3840\nmax_height = 2160\nslots = %d\nidle_timeout = 0\n' "$([ "$parts" -gt 1 ] && echo 64 || echo 16)"
+            [ "$transport" = rtp ] && printf 'codec = "%s"\nreceive_buffer = "64M"\nrtp_reorder_window = 64\n' "$codec"
+            port=$((port + 2))
+        done
+    done <"$kit/media/clips.txt"
+}
+port_of() {  # port_of CLIP TRANSPORT
+    local port=$base_port
+    while read -r clip codec transports _; do
+        for transport in ${transports//,/ }; do
+            [ "$clip-$transport" = "$1-$2" ] && { echo "$port"; return; }
+            port=$((port + 2))
+        done
+    done <"$kit/media/clips.txt"
+}
+# RTP has no back-pressure: paced below what the path decodes (software on a small machine is the slowest).
+media_of() {  # media_of CLIP: the clip's file (named as libavformat's raw demuxers know them)
+    ls "$kit/media/$1".h264 "$kit/media/$1".h265 "$kit/media/$1".es 2>/dev/null | head -1
+}
+rtp_rate() {
+    local width=$1
+    if [ $software = 1 ]; then [ "$width" -ge 3840 ] && echo 4 || echo 25
+    else [ "$width" -ge 3840 ] && echo 30 || echo 60; fi
+}
+
+exact_run() {  # exact_run MODE CLIP TRANSPORT FRAMES PARTS WIDTH
+    local mode=$1 clip=$2 transport=$3 frames=$4 parts=$5 width=$6
+    local stream=kit-$clip-$transport port dir=$work/$mode-$clip-$transport got verdict detail rate
+    port=$(port_of "$clip" "$transport")
+    mkdir -p "$dir"
+    # A stream that changes format comes out as one y4m file per format; the others are piped straight to ffmpeg.
+    if [ "$parts" -gt 1 ]; then
+        ctl cat "$stream" --frames "$frames" --timeout 60 --output "$dir/seg%d.y4m" 2>"$dir/cat.log" &
+    else
+        (ctl cat "$stream" --frames "$frames" --timeout 60 2>"$dir/cat.log" | ff -v error -f yuv4mpegpipe -i - -f framemd5 - >"$dir/framemd5" 2>"$dir/ffmpeg.log") &
+    fi
+    local reader=$!
+    for _ in $(seq 100); do grep -q "reading" "$dir/cat.log" 2>/dev/null && break; sleep 0.05; done
+    rate=max
+    [ "$transport" = rtp ] && rate=$(rtp_rate "$width")
+    # TCP exactness is paced too: the ring never waits for its reader, and a reader writing 4K y4m can fall behind.
+    [ "$transport" = tcp ] && { [ "$width" -ge 3840 ] && rate=30 || rate=120; }
+    if [ "$parts" -gt 1 ]; then
+        # Raw Annex B on one connection (a codec switch is no file libavformat reads): each frame ends when the
+        # next begins, the last one when the connection closes.
+        cat "$(media_of "$clip")" >"/dev/tcp/127.0.0.1/$port" 2>"$dir/send.log"
+    else
+        ctl send "$(media_of "$clip")" "$transport://127.0.0.1:$port" --rate "$rate" >"$dir/send.log" 2>&1
+    fi
+    wait "$reader"
+    if [ "$parts" -gt 1 ]; then
+        : >"$dir/framemd5"
+        for segment in $(ls "$dir"/seg*.y4m 2>/dev/null | sort -V); do
+            ff -v error -f yuv4mpegpipe -i "$segment" -f framemd5 - >>"$dir/framemd5" 2>>"$dir/ffmpeg.log"
+            rm -f "$segment"
+        done
+    fi
+    grep -v '^#' "$dir/framemd5" | awk -F, '{ print $NF }' | tr -d ' ' >"$dir/ours.md5"
+    got=$(wc -l <"$dir/ours.md5")
+    if cmp -s "$dir/ours.md5" "$kit/reference/$clip.md5"; then
+        verdict=exact detail="$got/$frames frames"
+    else
+        local first
+        first=$(diff <(cat -n "$dir/ours.md5") <(cat -n "$kit/reference/$clip.md5") | awk '/^[<>]/ { print $2; exit }')
+        verdict=DIFFERS detail="$got/$frames frames, first difference at frame ${first:-?}"
+    fi
+    printf 'exact\t%s\t%s\t%s\t%s\t%s\n' "$clip" "$transport" "$mode" "$verdict" "$detail" >>"$results"
+    cp "$dir/cat.log" "$out/logs/cat-$mode-$clip-$transport.log" 2>/dev/null
+    echo "$verdict"
+}
+
+exactness() {
+    md ""
+    md "## Bit-exact against the software decode"
+    md ""
+    md "Every frame read back with \`streamrecvctl cat\`, its framemd5 compared with the kit's ffmpeg decoding the same file in software."
+    md ""
+    md "| clip | transport | $(IFS='|'; echo "${modes[*]}" | sed 's/|/ | /g') | path taken |"
+    md "|---|---|$(printf -- '---|%.0s' "${modes[@]}")---|"
+    local -A cell=()
+    local -A path=()
+    for mode in "${modes[@]}"; do
+        config_for "$mode" >"$work/$mode.toml"
+        start_daemon "exact-$mode" "$work/$mode.toml" || { failures=$((failures + 1)); continue; }
+        while read -r clip codec transports width height frames parts; do
+            for transport in ${transports//,/ }; do
+                local verdict
+                verdict=$(exact_run "$mode" "$clip" "$transport" "$frames" "$parts" "$width")
+                cell[$clip-$transport-$mode]=$verdict
+                [ "$verdict" = exact ] || failures=$((failures + 1))
+                local used
+                used=$(grep "kit-$clip-$transport" "$out/logs/daemon-exact-$mode.log" | grep -oE 'path (cuda|vaapi|software)|falling back to software' | sort -u | paste -sd, -)
+                path[$clip-$transport]="${path[$clip-$transport]:-}${path[$clip-$transport]:+; }$mode: ${used:-?}"
+            done
+        done <"$kit/media/clips.txt"
+        recreations_note "$mode"
+        stop_daemon
+    done
+    while read -r clip codec transports _; do
+        for transport in ${transports//,/ }; do
+            local row="| $clip | $transport |"
+            for mode in "${modes[@]}"; do
+                row+=" $(awk -F'\t' -v c="$clip" -v t="$transport" -v m="$mode" '$1 == "exact" && $2 == c && $3 == t && $4 == m { print $5 " (" $6 ")" }' "$results") |"
+            done
+            md "$row ${path[$clip-$transport]:-} |"
+        done
+    done <"$kit/media/clips.txt"
+    md ""
+    md "$recreations"
+}
+recreations=""
+recreations_note() {
+    local mode=$1 size depth
+    size=$(metric streamrecvd_decoder_recreations_total kit-h264-size-change-tcp)
+    depth=$(metric streamrecvd_decoder_recreations_total kit-h265-depth-change-tcp)
+    recreations+="Decoder recreations with hwaccel = \"$mode\": size change $size, bit-depth change $depth, codec switch $(metric streamrecvd_decoder_recreations_total kit-codec-switch-tcp) (each must be ≥ 1). "
+}
+
+# The device lost mid-stream (injected after 20 frames): the stream goes on in software from its GOP, bit-exact.
+fallback() {
+    [ $software = 1 ] && { md ""; md "## Fallback: not run in software mode (no hardware decoder to lose)."; return; }
+    config_for cuda >"$work/fallback.toml"
+    start_daemon fallback "$work/fallback.toml" STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES=20 || return
+    local verdict fallbacks
+    verdict=$(exact_run fallback h264-1080p tcp "$(awk '$1 == "h264-1080p" { print $6 }' "$kit/media/clips.txt")" 1 1920)
+    fallbacks=$(metric streamrecvd_decoder_hardware_fallbacks_total kit-h264-1080p-tcp)
+    stop_daemon
+    [ "$verdict" = exact ] && [ "$fallbacks" -ge 1 ] || failures=$((failures + 1))
+    md ""
+    md "## Fallback when the device fails mid-stream"
+    md ""
+    md "hwaccel = \"cuda\", STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES=20, h264-1080p over TCP: $verdict; fallbacks counted: $fallbacks; the log says: \`$(grep -m1 'falling back to software' "$out/logs/daemon-fallback.log" | cut -c1-200)\`"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Side by side: the paths to compare, as (label, hwaccel, ffmpeg options).
+paths=("software|none|-threads 1")
+[ $software = 1 ] || paths=("NVDEC|cuda|-hwaccel cuda" "software|none|-threads 1")
+measured_clips=(h264-1080p h265-1080p h264-4k h265-4k-10bit)
+[ $quick = 1 ] && measured_clips=(h264-1080p)
+
+decode_only() {
+    md ""
+    md "## Decode only: the kit's ffmpeg, \`-f null\`"
+    md ""
+    md "| clip | path | frames | fps | CPU ms/frame |"
+    md "|---|---|---|---|---|"
+    for clip in "${measured_clips[@]}"; do
+        local frames width loops
+        read -r _ _ _ width _ frames _ < <(grep "^$clip " "$kit/media/clips.txt")
+        loops=$(( ($([ "$width" -ge 3840 ] && echo 240 || echo 720) + frames - 1) / frames - 1 ))
+        [ $quick = 1 ] && loops=0
+        local variants=("${paths[@]}")
+        [ $software = 1 ] || variants+=("software, threads auto|none|")
+        for entry in "${variants[@]}"; do
+            IFS='|' read -r label _ options <<<"$entry"
+            local log=$out/logs/ffmpeg-$clip-${label// /_}.log
+            # shellcheck disable=SC2086
+            ff -hide_banner -benchmark $options -stream_loop "$loops" -i "$(media_of "$clip")" -f null - >"$log" 2>&1
+            local count rtime cpu
+            count=$(tr '\r' '\n' <"$log" | grep -oE 'frame= *[0-9]+' | tail -1 | grep -oE '[0-9]+')
+            count=${count:-$(( (loops + 1) * frames ))}
+            rtime=$(grep -oE 'rtime=[0-9.]+' "$log" | tail -1 | cut -d= -f2)
+            cpu=$(grep -oE 'utime=[0-9.]+s stime=[0-9.]+' "$log" | tail -1 | awk -F'[=s ]+' '{ print $2 + $4 }')
+            if [ -n "$rtime" ]; then
+                md "| $clip | ffmpeg $options | $count | $(calc "$count / $rtime") | $(calc "1000 * ${cpu:-0} / $count" 2) |"
+                printf 'decode\t%s\t-\t%s\t%s\t%s fps\n' "$clip" "$label" "$(calc "$count / $rtime")" "$count frames" >>"$results"
+            else
+                md "| $clip | ffmpeg $options | failed: $(grep -m1 -iE 'error|failed' "$log" | cut -c1-120) | | |"
+            fi
+        done
+    done
+}
+
+end_to_end() {
+    md ""
+    md "## End to end: \`streamrecvctl send --rate max --loop\` over TCP into the daemon, frames published"
+    md ""
+    md "| clip | path | frames | fps | vs ffmpeg decode-only | daemon CPU ms/frame | write into slot p50 / p90 (ms) |"
+    md "|---|---|---|---|---|---|---|"
+    local seconds=5
+    [ $quick = 1 ] && seconds=1
+    for entry in "${paths[@]}"; do
+        IFS='|' read -r label mode options <<<"$entry"
+        config_for "$mode" >"$work/e2e-$mode.toml"
+        start_daemon "e2e-$mode" "$work/e2e-$mode.toml" || continue
+        for clip in "${measured_clips[@]}"; do
+            local stream=kit-$clip-tcp before after start end ticks_before ticks_after frames fps anchor ratio
+            before=$(metric streamrecvd_frames_published_total "$stream")
+            ticks_before=$(cpu_ticks "$daemon_pid")
+            start=$(now)
+            ctl send "$(media_of "$clip")" "tcp://127.0.0.1:$(port_of "$clip" tcp)" --rate max --loop --duration "$seconds" >"$out/logs/send-e2e-$mode-$clip.log" 2>&1
+            # The frames still in flight when the sender stops are published within a moment.
+            sleep 0.5
+            after=$(metric streamrecvd_frames_published_total "$stream")
+            end=$(now)
+            ticks_after=$(cpu_ticks "$daemon_pid")
+            frames=$(calc "$after - $before" 0)
+            fps=$(calc "$frames / ($end - $start - 0.5)")
+            anchor=$(awk -F'\t' -v c="$clip" -v l="$label" '$1 == "decode" && $2 == c && $4 == l { print $5; exit }' "$results")
+            ratio=$([ -n "$anchor" ] && calc "$fps / $anchor" 2 || echo "–")
+            md "| $clip | $label | $frames | $fps | $ratio | $(calc "1000 * ($ticks_after - $ticks_before) / $(getconf CLK_TCK) / ($frames + 0.0001)" 2) | $(calc "1000 * $(histogram_quantile streamrecvd_frame_write_seconds "$stream" 0.5)" 3) / $(calc "1000 * $(histogram_quantile streamrecvd_frame_write_seconds "$stream" 0.9)" 3) |"
+            printf 'e2e\t%s\ttcp\t%s\t%s\t%s frames, ratio %s\n' "$clip" "$label" "$fps" "$frames" "$ratio" >>"$results"
+        done
+        stop_daemon
+    done
+}
+
+latency() {
+    md ""
+    md "## Last byte → readable: paced at 30 fps (\`send\` marks each frame's end), access unit complete → published"
+    md ""
+    md "| clip | path | frames | p50 ms | p90 ms | p99 ms |"
+    md "|---|---|---|---|---|---|"
+    local seconds=5 clips=(h264-1080p h265-4k-10bit)
+    [ $quick = 1 ] && seconds=2 clips=(h264-1080p)
+    for entry in "${paths[@]}"; do
+        IFS='|' read -r label mode options <<<"$entry"
+        config_for "$mode" >"$work/latency-$mode.toml"
+        start_daemon "latency-$mode" "$work/latency-$mode.toml" || continue
+        for clip in "${clips[@]}"; do
+            local stream=kit-$clip-tcp
+            ctl send "$(media_of "$clip")" "tcp://127.0.0.1:$(port_of "$clip" tcp)" --rate 30 --loop --duration "$seconds" >/dev/null 2>&1
+            sleep 0.3
+            md "| $clip | $label | $(metric streamrecvd_publish_latency_seconds_count "$stream") | $(calc "1000 * $(histogram_quantile streamrecvd_publish_latency_seconds "$stream" 0.5)" 2) | $(calc "1000 * $(histogram_quantile streamrecvd_publish_latency_seconds "$stream" 0.9)" 2) | $(calc "1000 * $(histogram_quantile streamrecvd_publish_latency_seconds "$stream" 0.99)" 2) |"
+        done
+        stop_daemon
+    done
+}
+
+capacity() {
+    md ""
+    md "## How many 1080p30 H.264 streams one daemon sustains"
+    md ""
+    md "Each stream fed by its own \`send --rate 30 --loop\`; sustained when every stream published at least 95 % of what was sent."
+    md ""
+    md "| path | streams | slowest stream fps | daemon CPU % | sustained |"
+    md "|---|---|---|---|---|"
+    local counts=(1 2 4 8 12 16 24 32 48) seconds=6
+    [ $quick = 1 ] && counts=(1 2) seconds=3
+    [ $software = 1 ] && [ $quick = 0 ] && counts=(1 2 4 8)
+    local largest=${counts[-1]}
+    for entry in "${paths[@]}"; do
+        IFS='|' read -r label mode options <<<"$entry"
+        local config=$work/capacity-$mode.toml
+        printf '[daemon]\nlog_level = "info"\nmetrics = "127.0.0.1:%d"\n' "$metrics_port" >"$config"
+        for index in $(seq 1 "$largest"); do
+            printf '\n[[stream]]\nname = "kit-load-%d"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "%s"\nslots = 4\nmax_width = 1920\nmax_height = 1088\n' \
+                "$index" $((base_port + 1000 + index)) "$mode" >>"$config"
+        done
+        start_daemon "capacity-$mode" "$config" || continue
+        local best=0
+        for count in "${counts[@]}"; do
+            local -a before=() senders=()
+            for index in $(seq 1 "$count"); do before[$index]=$(metric streamrecvd_frames_published_total "kit-load-$index"); done
+            local ticks_before start
+            ticks_before=$(cpu_ticks "$daemon_pid")
+            start=$(now)
+            for index in $(seq 1 "$count"); do
+                ctl send "$(media_of h264-1080p)" "tcp://127.0.0.1:$((base_port + 1000 + index))" --rate 30 --loop --duration "$seconds" >/dev/null 2>&1 &
+                senders+=($!)
+            done
+            wait "${senders[@]}"
+            sleep 0.5
+            local elapsed slowest=999999 ticks_after cpu
+            elapsed=$(calc "$(now) - $start - 0.5" 3)
+            ticks_after=$(cpu_ticks "$daemon_pid")
+            for index in $(seq 1 "$count"); do
+                local published fps
+                published=$(metric streamrecvd_frames_published_total "kit-load-$index")
+                fps=$(calc "($published - ${before[$index]}) / $elapsed")
+                slowest=$(calc "($fps < $slowest) ? $fps : $slowest")
+            done
+            cpu=$(calc "100 * ($ticks_after - $ticks_before) / $(getconf CLK_TCK) / $elapsed" 0)
+            local sustained=no
+            [ "$(calc "($slowest >= 28.5) ? 1 : 0" 0)" = 1 ] && sustained=yes && best=$count
+            md "| $label | $count | $slowest | $cpu | $sustained |"
+            [ $sustained = yes ] || break
+        done
+        printf 'capacity\th264-1080p\ttcp\t%s\t%s\tstreams sustained\n' "$label" "$best" >>"$results"
+        stop_daemon
+    done
+}
+
+[ "$only" = measure ] || { exactness; fallback; }
+[ "$only" = exact ] || { decode_only; end_to_end; latency; capacity; }
+md ""
+md "Failures: $failures. Raw figures: results.tsv; logs: logs/."
+say "report: $report ($failures failure(s))"
+[ "$failures" = 0 ]
