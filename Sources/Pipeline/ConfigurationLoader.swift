@@ -23,7 +23,7 @@ public enum ConfigurationLoader {
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
-        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport",
+        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_auth",
     ]
 
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -128,9 +128,16 @@ public enum ConfigurationLoader {
                 guard let value = RTSPTransport(rawValue: transport) else { throw error("rtsp_transport", "rtsp_transport must be tcp or udp") }
                 stream.rtsp?.transport = value
             }
+            if let auth = try string("rtsp_auth") {
+                guard let value = RTSPAuthenticationPolicy(rawValue: auth) else {
+                    throw error("rtsp_auth", "rtsp_auth must be digest (the password never in clear) or basic (Basic allowed when it is all the camera offers)")
+                }
+                stream.rtsp?.authentication = value
+            }
         } else {
             guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has neither listen nor source") }
             if entry["rtsp_transport"] != nil { throw error("rtsp_transport", "rtsp_transport applies to source = \"rtsp://…\" streams only") }
+            if entry["rtsp_auth"] != nil { throw error("rtsp_auth", "rtsp_auth applies to source = \"rtsp://…\" streams only") }
             stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))
         }
         if let codec = try string("codec"), codec != "auto" {

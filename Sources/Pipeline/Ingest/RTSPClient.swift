@@ -34,13 +34,19 @@ enum RTSPClientState: Sendable, Equatable, CustomStringConvertible {
 /// source = "rtsp://…": the daemon as the RTSP client, one session at a time. A session that fails or ends is
 /// followed by another after a capped exponential backoff (0.1 s doubling to 1 s, so a camera that reboots is
 /// streaming again within about a second of answering; up to 10 s after a refusal or a protocol error, and from
-/// 5 up to 30 s after a refused password, which cameras punish by locking the account). Each failure is counted by kind; a failure is logged when it differs from the last one
-/// logged (once per change of state, not once per attempt), and the state is in the stream's STATUS line.
+/// 5 up to 30 s after a refused password, which cameras punish by locking the account). The backoff starts over
+/// only after a session that lasted (`lastingSession`: still playing that long after PLAY, with a frame decoded): a
+/// server that sends a keyframe and closes is not asked again ten times a second. Each failure is counted by kind;
+/// a failure is logged when it differs from the last one logged (once per change of state, not once per attempt),
+/// and so is "playing": a session that keeps playing briefly and ending the same way is logged once, then at
+/// debug level. The state is in the stream's STATUS line.
 final class RTSPClient: Sendable {
     static let initialDelay = 0.1
     static let maximumDelay = 1.0
     static let maximumDelayUnauthorized = 30.0
     static let maximumDelayRefused = 10.0
+    /// How long a session must play (with a frame decoded) for the backoff to start over.
+    static let lastingSession = 5.0
 
     let source: RTSPSource
     let configuration: StreamConfiguration
@@ -51,6 +57,8 @@ final class RTSPClient: Sendable {
     private let finished = OneShotSignal()
     /// The session's connection, closed by `stop()` when the session does not end by itself at once.
     private let current = NIOLockedValueBox<RTSPConnection?>(nil)
+    /// What earlier sessions learnt about the server (it speaks Digest; it refuses interleaved TCP).
+    private let memory = NIOLockedValueBox(RTSPServerMemory())
 
     init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext) {
         self.source = source
@@ -98,34 +106,38 @@ final class RTSPClient: Sendable {
         var attempt = 1
         var delay = Self.initialDelay
         var lastLogged: String?
+        /// What the last session played, when it ended before it lasted: the same again is a cycle, logged once.
+        var shortPlay: String?
         while !isStopping {
             enter(.connecting(attempt: attempt))
             let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID,
-                                      current: current)
+                                      current: current, memory: memory)
             nextID += 1
-            var played = false
+            var played: (what: String, at: UInt64)?
             let failure = await session.run(stopRequested: { isStopping }) { what in
-                played = true
+                played = (what, MonotonicClock.nanoseconds())
                 enter(.playing(what))
                 context.metrics.rtspSessions.increment()
                 context.metrics.rtspPlaying.record(1)
-                logger.info("RTSP session playing: \(what) from \(source.displayURL)")
-                lastLogged = nil
+                let line = "RTSP session playing: \(what) from \(source.displayURL)"
+                if shortPlay == what { logger.debug("\(line)") } else { logger.info("\(line)") }
             }
             // Stopping: whatever cut the session short (its connection closed by stop()) is not a failure.
             guard let failure, !isStopping else { break }
             context.metrics.rtspPlaying.record(0)
             context.metrics.rtspFailure(failure.kind)
-            // The backoff starts over only after a session that delivered video: a server that accepts PLAY and
-            // then closes at once is not asked again ten times a second.
-            if played && worker.activity.lastProgress(of: nextID - 1) != nil {
+            let lasted = played.map { MonotonicClock.nanoseconds() &- $0.at >= UInt64(Self.lastingSession * 1e9) } ?? false
+            if lasted && worker.activity.lastDecoded(of: nextID - 1) != nil {
                 attempt = 1
                 delay = Self.initialDelay
+                lastLogged = nil
+                shortPlay = nil
             } else {
                 attempt += 1
+                shortPlay = played?.what
             }
             if case .unauthorized = failure { delay = max(delay, 5) }
-            let message = played ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
+            let message = played != nil ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
             if lastLogged != failure.description {
                 logger.warning("\(message) (backoff up to \(String(Self.cap(for: failure), decimals: 0)) s)")
                 lastLogged = failure.description
@@ -144,7 +156,7 @@ final class RTSPClient: Sendable {
     static func cap(for failure: RTSPFailure) -> Double {
         switch failure {
         case .unauthorized: maximumDelayUnauthorized
-        case .refused, .protocolError: maximumDelayRefused
+        case .refused, .protocolError, .undecodable, .insecureAuthentication, .redirected, .redirectRefused: maximumDelayRefused
         default: maximumDelay
         }
     }

@@ -22,6 +22,16 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
     case stalled(seconds: Double)
     /// The server said RTCP BYE: the stream ended.
     case ended
+    /// The session played, packets arrived, but no frame decoded for the stall limit (no parameter sets anywhere,
+    /// or not the codec the SDP names).
+    case undecodable(seconds: Double)
+    /// The password was not sent: the server asks for Basic (in clear) where that is not allowed, or offers
+    /// Digest only in a form this client does not speak next to Basic.
+    case insecureAuthentication(String)
+    /// A redirect (301, 302, 303, 307) to follow: its Location. Handled within the session.
+    case redirected(String)
+    /// A redirect not followed: too many, to another scheme, or unusable.
+    case redirectRefused(String)
 
     /// The metric label, and the key for logging each kind once per change.
     var kind: String {
@@ -34,10 +44,14 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
         case .closed: "closed"
         case .stalled: "stalled"
         case .ended: "ended"
+        case .undecodable: "undecodable"
+        case .insecureAuthentication: "insecure_auth"
+        case .redirected, .redirectRefused: "redirect"
         }
     }
 
-    static let kinds = ["unreachable", "unauthorized", "refused", "protocol", "timeout", "closed", "stalled", "ended"]
+    static let kinds = ["unreachable", "unauthorized", "refused", "protocol", "timeout", "closed", "stalled", "ended", "undecodable",
+                        "insecure_auth", "redirect"]
 
     var description: String {
         switch self {
@@ -50,6 +64,11 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
         case .closed: "the server closed the connection"
         case .stalled(let seconds): "no video for \((seconds * 10).rounded() / 10) s"
         case .ended: "the server ended the stream (RTCP BYE)"
+        case .undecodable(let seconds):
+            "nothing decodable for \((seconds * 10).rounded() / 10) s: packets arrive, but no frame decodes (no parameter sets, or another codec than the SDP's)"
+        case .insecureAuthentication(let why): "authentication refused: \(why)"
+        case .redirected: "redirected"
+        case .redirectRefused(let why): "redirect not followed: \(why)"
         }
     }
 }
@@ -68,6 +87,18 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Why the connection ended (read by the session task).
     let failure = NIOLockedValueBox<RTSPFailure?>(nil)
     private var context: ChannelHandlerContext?
+    /// Reads are paused while the decode thread is behind (back-pressure on the server), except while a request
+    /// waits for its answer: a keep-alive's answer is behind the media in the byte stream.
+    private var reading = ReadState.flowing
+    /// Interleaved bytes on the RTP channel refused in a row (not the session's RTP); past the limit the server is
+    /// flooding us with what we would only read and drop, and the connection ends.
+    private var refusedInARow = 0
+    static let refusedLimit = 16 << 20
+
+    enum ReadState {
+        case flowing
+        case paused
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -80,6 +111,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         pending.append(promise)
+        resumeReading()
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: request)), promise: nil)
     }
 
@@ -109,6 +141,29 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             fail(.protocolError("\(error)"), context: context)
             return
         }
+    }
+
+    /// Stops reading until `worker` has drained its backlog (on the event loop); not while a request is pending.
+    func pauseReading(until worker: StreamWorker) {
+        guard let context, pending.isEmpty, case .flowing = reading else { return }
+        reading = .paused
+        try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+        let loop = context.eventLoop
+        worker.whenDrained { loop.execute { self.resumeReading() } }
+    }
+
+    private func resumeReading() {
+        guard let context, case .paused = reading else { return }
+        reading = .flowing
+        try? context.channel.syncOptions?.setOption(.autoRead, value: true)
+        context.read()
+    }
+
+    /// The session's verdict on an RTP-channel frame of `bytes`: refused ones in a row past the limit end it.
+    func noteRTP(accepted: Bool, bytes: Int) {
+        refusedInARow = accepted ? 0 : refusedInARow + bytes
+        guard refusedInARow > Self.refusedLimit, let context else { return }
+        fail(.protocolError("the server floods the connection with interleaved data that is not the session's RTP"), context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -185,6 +240,9 @@ final class RTSPConnection: Sendable {
             throw .protocolError("\(error)")
         }
     }
+
+    /// Back-pressure: no more reads until `worker` drains (called on the event loop).
+    func pauseReading(until worker: StreamWorker) { handler.pauseReading(until: worker) }
 
     /// Writes an interleaved frame (RTCP to the server, over TCP).
     func writeInterleaved(channel number: UInt8, _ payload: [UInt8]) {
