@@ -13,7 +13,7 @@ names the frame, paced at --fps) to any number of sessions, one connection each,
   one-frame   sends the first access unit (a keyframe) interleaved, then closes the connection
   no-params   interleaved, the clip without SPS/PPS and an SDP without sprop-parameter-sets, looped
   tcp-461     answers SETUP for interleaved TCP with 461 Unsupported Transport; UDP works
-  redirect    answers OPTIONS and DESCRIBE with 302 and Location: --location
+  redirect    answers OPTIONS and DESCRIBE with 302 and Location: --location (SELF: its own URL, a loop)
   auth-basic  asks for Basic only; auth-sha256: Digest SHA-256 and Basic; auth-downgrade: Digest (MD5, any answer
               accepted) for the first session, which plays two seconds and closes, Basic only afterwards
   flood       interleaved: after PLAY, 64 KiB frames on the RTP channel as fast as the socket takes them
@@ -121,7 +121,8 @@ class Session(threading.Thread):
         if self.playing:
             say("keepalive")
         if mode == "redirect" and method in ("OPTIONS", "DESCRIBE"):
-            return self.reply(cseq, "302 Moved Temporarily", "Location: %s\r\n" % args.location)
+            location = "rtsp://127.0.0.1:%d/cam" % args.port if args.location == "SELF" else args.location
+            return self.reply(cseq, "302 Moved Temporarily", "Location: %s\r\n" % location)
         if mode.startswith("auth-") and not self.authorized(headers.get("authorization", "")):
             return self.reply(cseq, "401 Unauthorized", "".join("WWW-Authenticate: %s\r\n" % c for c in self.challenges()))
         if method == "OPTIONS":
@@ -135,7 +136,8 @@ class Session(threading.Thread):
             if "TCP" in transport.upper():
                 if mode == "tcp-461":
                     return self.reply(cseq, "461 Unsupported Transport", "")
-                return self.reply(cseq, "200 OK", "Session: 4242;timeout=60\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n")
+                return self.reply(cseq, "200 OK", "Session: 4242;timeout=%d\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n"
+                                  % args.session_timeout)
             port = int(transport.split("client_port=")[1].split("-")[0].split(";")[0])
             self.client = ("127.0.0.1", port)
             self.udp = self.server.pair()
@@ -202,15 +204,16 @@ class Session(threading.Thread):
         say("done")
 
     def flood(self):
+        """Sixteen random 64 KiB frames, prepared once: the flood is as fast as the socket, not as os.urandom."""
+        garbage = [os.urandom(65000) for _ in range(16)]
         sequence = 0
         while True:
-            if self.server.args.flood == "garbage":
-                frame = os.urandom(65000)
-            else:
-                frame = bytes([0x80, 96]) + (sequence & 0xFFFF).to_bytes(2, "big") + (sequence * 3000 & 0xFFFFFFFF).to_bytes(4, "big") \
-                    + b"FLUD" + os.urandom(64988)
+            payload = garbage[sequence % 16]
+            if self.server.args.flood == "rtp":
+                payload = bytes([0x80, 96]) + (sequence & 0xFFFF).to_bytes(2, "big") \
+                    + (sequence * 3000 & 0xFFFFFFFF).to_bytes(4, "big") + b"FLUD" + payload[12:]
             sequence += 1
-            self.interleave(frame)
+            self.interleave(payload)
 
     def forge(self):
         """The camera's frames, each preceded by an attacker's forged frame from another port with another SSRC and
@@ -281,6 +284,7 @@ def main():
     parser.add_argument("--source", help="forge mode: the source= the SETUP answer names")
     parser.add_argument("--location", help="redirect mode: where to")
     parser.add_argument("--flood", choices=["garbage", "rtp"], default="garbage")
+    parser.add_argument("--session-timeout", type=int, default=60, help="the Session header's timeout (keep-alives at half)")
     Server(parser.parse_args()).serve()
 
 

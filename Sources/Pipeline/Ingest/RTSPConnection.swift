@@ -3,6 +3,7 @@ import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SharedFrames
 
 /// Why one RTSP session attempt ended, or could not start.
 enum RTSPFailure: Error, Equatable, CustomStringConvertible {
@@ -87,9 +88,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Why the connection ended (read by the session task).
     let failure = NIOLockedValueBox<RTSPFailure?>(nil)
     private var context: ChannelHandlerContext?
-    /// Reads are paused while the decode thread is behind (back-pressure on the server), except while a request
-    /// waits for its answer: a keep-alive's answer is behind the media in the byte stream.
+    /// Reads pause while the decode thread is behind (back-pressure on the server) and while the server sends more
+    /// than `InterleavedIntakeBudget` allows of what does not become video; never while a request waits for its
+    /// answer (a keep-alive's answer is behind the media in the byte stream).
     private var reading = ReadState.flowing
+    private var budget = InterleavedIntakeBudget()
     /// Interleaved bytes on the RTP channel refused in a row (not the session's RTP); past the limit the server is
     /// flooding us with what we would only read and drop, and the connection ends.
     private var refusedInARow = 0
@@ -97,7 +100,10 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     enum ReadState {
         case flowing
-        case paused
+        /// Until the decode thread has drained its backlog.
+        case behind
+        /// Until the intake budget's window ends.
+        case throttled
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -145,25 +151,38 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Stops reading until `worker` has drained its backlog (on the event loop); not while a request is pending.
     func pauseReading(until worker: StreamWorker) {
-        guard let context, pending.isEmpty, case .flowing = reading else { return }
-        reading = .paused
+        guard pause(.behind) else { return }
+        let loop = context?.eventLoop
+        worker.whenDrained { loop?.execute { self.resumeReading() } }
+    }
+
+    private func pause(_ state: ReadState) -> Bool {
+        guard let context, pending.isEmpty, case .flowing = reading else { return false }
+        reading = state
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
-        let loop = context.eventLoop
-        worker.whenDrained { loop.execute { self.resumeReading() } }
+        return true
     }
 
     private func resumeReading() {
-        guard let context, case .paused = reading else { return }
+        guard let context else { return }
+        if case .flowing = reading { return }
         reading = .flowing
         try? context.channel.syncOptions?.setOption(.autoRead, value: true)
         context.read()
     }
 
-    /// The session's verdict on an RTP-channel frame of `bytes`: refused ones in a row past the limit end it.
-    func noteRTP(accepted: Bool, bytes: Int) {
+    /// The session's verdict on an RTP-channel frame of `bytes`: `productive` when it went to the decode thread
+    /// while frames decode. Refused ones in a row past the limit end the connection; unproductive ones past the
+    /// budget pause reading until the budget's window ends.
+    func noteRTP(accepted: Bool, productive: Bool, bytes: Int) {
         refusedInARow = accepted ? 0 : refusedInARow + bytes
-        guard refusedInARow > Self.refusedLimit, let context else { return }
-        fail(.protocolError("the server floods the connection with interleaved data that is not the session's RTP"), context: context)
+        guard let context else { return }
+        if refusedInARow > Self.refusedLimit {
+            return fail(.protocolError("the server floods the connection with interleaved data that is not the session's RTP"), context: context)
+        }
+        let now = MonotonicClock.nanoseconds()
+        guard !productive, let resume = budget.note(unproductive: bytes, now: now), pause(.throttled) else { return }
+        context.eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) { self.resumeReading() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -184,6 +203,27 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         pending = []
         for promise in waiting { promise.fail(first) }
         context.close(promise: nil)
+    }
+}
+
+/// How many bytes an RTSP server may send per second over the connection that do not become video (refused,
+/// dropped while the decode thread is behind, or taken while nothing decodes): a camera's junk is far below it, a
+/// flood of garbage is read no faster (and so costs little CPU, to the reader and to the decoder).
+struct InterleavedIntakeBudget {
+    static let windowNanoseconds: UInt64 = 1_000_000_000
+    static let unproductiveBytesPerWindow = 8 << 20
+    private var windowStart: UInt64 = 0
+    private var unproductive = 0
+
+    /// Notes `bytes` that did not become video at `now`; returns when reading may resume once the window's budget
+    /// is spent (nil while it is not).
+    mutating func note(unproductive bytes: Int, now: UInt64) -> UInt64? {
+        if now &- windowStart >= Self.windowNanoseconds {
+            windowStart = now
+            unproductive = 0
+        }
+        unproductive += bytes
+        return unproductive > Self.unproductiveBytesPerWindow ? windowStart + Self.windowNanoseconds : nil
     }
 }
 

@@ -79,16 +79,19 @@ extension RTSPSession {
     private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
         let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id)
         let (note, gate, refuse) = (rtcpReceiver, self.gate, refusalReporter)
-        let (lost, worker) = (context.metrics.datagramsLost, self.worker)
+        let (lost, worker, id) = (context.metrics.datagramsLost, self.worker, self.id)
         connection.channel.eventLoop.execute {
             connection.handler.interleaved = { channel, payload in
                 if channel == rtpChannel {
                     let verdict = payload.withUnsafeBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: nil) } }
-                    connection.handler.noteRTP(accepted: verdict == .accepted, bytes: payload.count)
-                    guard verdict == .accepted else { return refuse(verdict, "the RTSP connection") }
                     // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
                     // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
-                    if !payload.withUnsafeBytes(deliver) { lost.increment() }
+                    let delivered = verdict == .accepted && payload.withUnsafeBytes(deliver)
+                    let now = MonotonicClock.nanoseconds()
+                    let decoding = worker.activity.lastDecoded(of: id).map { now &- $0 < 1_000_000_000 } ?? false
+                    connection.handler.noteRTP(accepted: verdict == .accepted, productive: delivered && decoding, bytes: payload.count)
+                    guard verdict == .accepted else { return refuse(verdict, "the RTSP connection") }
+                    if !delivered { lost.increment() }
                     if !worker.acceptsMoreBytes { connection.pauseReading(until: worker) }
                 }
                 if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
