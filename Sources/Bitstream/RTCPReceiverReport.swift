@@ -118,6 +118,10 @@ public struct RTPReceptionStatistics: Sendable {
         public struct SenderReport: Sendable, Equatable {
             public var ssrc: UInt32
             public var ntpTimestamp: UInt64
+            public init(ssrc: UInt32, ntpTimestamp: UInt64) {
+                self.ssrc = ssrc
+                self.ntpTimestamp = ntpTimestamp
+            }
         }
 
         public init() {}
