@@ -68,7 +68,7 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
         case .undecodable(let seconds):
             "nothing decodable for \((seconds * 10).rounded() / 10) s: packets arrive, but no frame decodes (no parameter sets, or another codec than the SDP's)"
         case .insecureAuthentication(let why): "authentication refused: \(why)"
-        case .redirected: "redirected"
+        case .redirected: "the server answered with a redirect where none is followed (only OPTIONS and DESCRIBE are redirected)"
         case .redirectRefused(let why): "redirect not followed: \(why)"
         }
     }
