@@ -7,9 +7,9 @@ Serves its Annex B H.264 clip (packetized as scripts/bench-rtsp.py does: RFC 618
 names the frame, paced at --fps) to any number of sessions, one connection each, and behaves as MODE says:
 
   play        a well-behaved camera (the target of a redirect; over UDP or interleaved TCP as asked)
-  forge       over UDP, plus a local attacker on 127.0.0.1: --forge's frames with its own SSRC from another port and
-              from the camera's own port, RTCP BYEs from another port and for another SSRC; the camera's SETUP
-              answer names source=--source (another host) if given; the camera's own BYE at the end
+  forge       over UDP: from the camera's own port, --forge's frames with another SSRC, and an RTCP BYE for another
+              SSRC; the camera's SETUP answer names source=--source (another host) if given; its own BYE at the end
+              (the attacker on another port is scripts/rtsp-udp-attacker.py, run as another user)
   one-frame   sends the first access unit (a keyframe) interleaved, then closes the connection
   no-params   interleaved, the clip without SPS/PPS and an SDP without sprop-parameter-sets, looped
   tcp-461     answers SETUP for interleaved TCP with 461 Unsupported Transport; UDP works
@@ -22,7 +22,7 @@ names the frame, paced at --fps) to any number of sessions, one connection each,
 
 Prints "ready" once it listens, then a line per event: "playing N" (a session's PLAY), "auth basic"/"auth digest"
 (the scheme of an Authorization header received), "rtcp-rr" (a receiver report on its RTCP port), "diverted-rtcp"
-(RTCP on --source's address), "keepalive" (a request answered after PLAY), "setup TRANSPORT", "done".
+(RTCP on --source's address), "client-port N" (a UDP SETUP's), "keepalive" (a request answered after PLAY), "setup TRANSPORT", "done".
 """
 import argparse
 import base64
@@ -140,6 +140,7 @@ class Session(threading.Thread):
                                   % args.session_timeout)
             port = int(transport.split("client_port=")[1].split("-")[0].split(";")[0])
             self.client = ("127.0.0.1", port)
+            say("client-port %d" % port)
             self.udp = self.server.pair()
             own = self.udp[0].getsockname()[1]
             source = ";source=%s" % args.source if args.source else ""
@@ -216,24 +217,18 @@ class Session(threading.Thread):
             self.interleave(payload)
 
     def forge(self):
-        """The camera's frames, each preceded by an attacker's forged frame from another port with another SSRC and
-        one from the camera's own port with another SSRC; forged BYEs a second in."""
+        """The camera's frames; from the camera's own port, once its SSRC is known, --forge's frame before each with
+        another SSRC; a BYE for another SSRC from its RTCP port a second in; its own BYE at the end. (The attacker on
+        another port, as another user, is scripts/rtsp-udp-attacker.py.)"""
         args = self.server.args
-        attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        attacker.bind(("127.0.0.1", 0))
         own_rtp, own_rtcp = self.udp
         rtcp_client = (self.client[0], self.client[1] + 1)
         start = time.monotonic()
         for index, frame in enumerate(self.server.packets):
             time.sleep(max(0, start + index / args.fps - time.monotonic()))
-            if index < len(self.server.forged):
-                for packet in self.server.forged[index]:
-                    attacker.sendto(with_ssrc(packet, 0x4556494C), self.client)
-                # From the camera's own port once its SSRC is known (the first SSRC seen is taken).
-                for packet in self.server.forged[index] if index > 0 else []:
-                    own_rtp.sendto(with_ssrc(packet, 0x4556494D), self.client)
+            for packet in self.server.forged[index] if 0 < index < len(self.server.forged) else []:
+                own_rtp.sendto(with_ssrc(packet, 0x4556494D), self.client)
             if index == 25:
-                attacker.sendto(bye(0x5354524D), rtcp_client)
                 own_rtcp.sendto(bye(0x4556494C), rtcp_client)
             for packet in frame:
                 own_rtp.sendto(packet, self.client)

@@ -69,9 +69,9 @@ func cpuSeconds(_ pid: pid_t) -> Double {
         return sample(body, name, "stream=\"\(daemon.name)\"" + labels) ?? 0
     }
 
-    /// Items 1-3: an attacker on 127.0.0.1 sends its own frames to our RTP port from another port and (with another
-    /// SSRC) from the camera's own port, and RTCP BYEs from another port and for another SSRC; the camera's SETUP
-    /// answer aims our RTCP at 127.0.0.2. Every frame published is the camera's, bit-exact; the session ends only at
+    /// Items 1-3: an attacker on 127.0.0.1 (another user, who reads our port pair from /proc/net/udp) sends its own
+    /// frames to our RTP port and a BYE naming the camera's SSRC to our RTCP port; from the camera's own ports come
+    /// frames with another SSRC and a BYE for another SSRC; the camera's SETUP answer aims our RTCP at 127.0.0.2. Every frame published is the camera's, bit-exact; the session ends only at
     /// the camera's own BYE; the receiver reports reach the camera, none 127.0.0.2; each refusal is counted and said.
     @Test func forgedMediaAndRTCPFromTheCameraAddressAreRefused() throws {
         let directory = try TestEnvironment.temporaryDirectory()
@@ -82,6 +82,19 @@ func cpuSeconds(_ pid: pid_t) -> Double {
         let camera = try HostileCamera(mode: "forge", stream: stream.path, directory: directory, ["--forge", forged, "--source", "127.0.0.2"])
         let metrics = freePort()
         let daemon = try Self.daemon("rtspforge", source: camera.url, transport: "udp", metricsPort: metrics)
+        // The attacker: another user, who finds the client's port pair in /proc/net/udp.
+        #expect(camera.wait(for: "playing 1", seconds: 20), "\(camera.log)\n\(daemon.log.suffix(2000))")
+        let port = try #require(camera.log.split(separator: "\n").first { $0.hasPrefix("client-port ") }?.split(separator: " ").last)
+        let attacker = try ThrowawayUser()
+        let forgedCopy = "/tmp/\(attacker.name)-forged.h264"
+        try FileManager.default.copyItem(atPath: forged, toPath: forgedCopy)
+        defer { try? FileManager.default.removeItem(atPath: forgedCopy) }
+        chmod(forgedCopy, 0o644)
+        let attack = try attacker.run("/usr/bin/python3", [
+            TestEnvironment.repositoryRoot.appendingPathComponent("scripts/rtsp-udp-attacker.py").path,
+            "--port", String(port), "--forge", forgedCopy,
+        ])
+        #expect(attack.status == 0 && attack.text.contains("found"), "\(attack.text)")
         #expect(camera.wait(for: "done", seconds: 30), "\(camera.log)\n\(daemon.log.suffix(2000))")
         let reference = try referenceFrames(stream.path, frameBytes: 320 * 240 * 3 / 2)
         let frames = readFrames(daemon.shmName, count: Self.frames)
