@@ -14,14 +14,14 @@ names the frame, paced at --fps) to any number of sessions, one connection each,
   no-params   interleaved, the clip without SPS/PPS and an SDP without sprop-parameter-sets, looped
   tcp-461     answers SETUP for interleaved TCP with 461 Unsupported Transport; UDP works
   redirect    answers OPTIONS and DESCRIBE with 302 and Location: --location (SELF: its own URL, a loop)
-  auth-basic  asks for Basic only; auth-sha256: Digest SHA-256 and Basic; auth-downgrade: Digest (MD5, any answer
+  auth-digest asks for Digest (MD5, any answer accepted) and plays; auth-basic: Basic only; auth-sha256: Digest SHA-256 and Basic; auth-downgrade: Digest (MD5, any answer
               accepted) for the first session, which plays two seconds and closes, Basic only afterwards
   flood       interleaved: after PLAY, 64 KiB frames on the RTP channel as fast as the socket takes them
               (--flood garbage: random bytes; --flood rtp: RTP headers of one SSRC, random payloads), answering
               the client's requests meanwhile
 
 Prints "ready" once it listens, then a line per event: "playing N" (a session's PLAY), "auth basic"/"auth digest"
-(the scheme of an Authorization header received), "rtcp-rr" (a receiver report on its RTCP port), "diverted-rtcp"
+(the scheme of an Authorization header received), "401" (a challenge sent), "rtcp-rr" (a receiver report on its RTCP port), "diverted-rtcp"
 (RTCP on --source's address), "client-port N" (a UDP SETUP's), "keepalive" (a request answered after PLAY), "setup TRANSPORT", "done".
 """
 import argparse
@@ -124,6 +124,7 @@ class Session(threading.Thread):
             location = "rtsp://127.0.0.1:%d/cam" % args.port if args.location == "SELF" else args.location
             return self.reply(cseq, "302 Moved Temporarily", "Location: %s\r\n" % location)
         if mode.startswith("auth-") and not self.authorized(headers.get("authorization", "")):
+            say("401")
             return self.reply(cseq, "401 Unauthorized", "".join("WWW-Authenticate: %s\r\n" % c for c in self.challenges()))
         if method == "OPTIONS":
             return self.reply(cseq, "200 OK", "Public: OPTIONS, DESCRIBE, SETUP, PLAY, GET_PARAMETER, TEARDOWN\r\n")

@@ -5,16 +5,18 @@ import Testing
 
 /// scripts/rtsp-hostile-camera.py, one mode, as its own process: its log says what it saw.
 final class HostileCamera {
-    let port = freePort()
+    let port: Int
     let logPath: String
     private var pid: pid_t = 0
 
-    init(mode: String, stream: String, directory: URL, _ extra: [String] = []) throws {
+    /// - Parameter user: run as this user (a local attacker), who must be able to read `stream`.
+    init(mode: String, stream: String, directory: URL, _ extra: [String] = [], port: Int = freePort(), user: ThrowawayUser? = nil) throws {
+        self.port = port
         logPath = directory.appendingPathComponent("hostile-\(mode)-\(port).log").path
-        pid = try spawn("/usr/bin/python3", [
-            TestEnvironment.repositoryRoot.appendingPathComponent("scripts/rtsp-hostile-camera.py").path,
-            "--port", String(port), "--stream", stream, "--mode", mode,
-        ] + extra, log: logPath)
+        let arguments = [TestEnvironment.repositoryRoot.appendingPathComponent("scripts/rtsp-hostile-camera.py").path,
+                         "--port", String(port), "--stream", stream, "--mode", mode] + extra
+        pid = try user.map { try spawn("/usr/bin/setpriv", $0.command("/usr/bin/python3", arguments), log: logPath) }
+            ?? spawn("/usr/bin/python3", arguments, log: logPath)
         #expect(wait(for: "ready", seconds: 20), "\(log)")
     }
 
@@ -28,11 +30,16 @@ final class HostileCamera {
         return log.contains(text)
     }
 
-    deinit {
+    /// Killed, its port closed.
+    func stop() {
+        guard pid > 0 else { return }
         kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
+        pid = 0
     }
+
+    deinit { stop() }
 }
 
 /// Seconds of CPU (user + system) `pid` has used, from /proc/PID/stat.
@@ -159,6 +166,33 @@ func cpuSeconds(_ pid: pid_t) -> Double {
             #expect(daemon.isRunning)
             #expect(daemon.stop() == 0)
         }
+    }
+
+    /// Item 4, as the issue tells it: a Digest camera stops, a local user (a throwaway user) binds its port and
+    /// answers 401 with Basic. Even with rtsp_auth = "basic", the client that saw the camera speak Digest sends nothing.
+    @Test func aLocalUserOnAStoppedDigestCamerasPortGetsNoPassword() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try Self.stream(in: directory)
+        let camera = try HostileCamera(mode: "auth-digest", stream: stream.path, directory: directory)
+        let metrics = freePort()
+        let password = "downgrade-secret-\(UInt32.random(in: 0...UInt32.max))"
+        let daemon = try Self.daemon("rtspimpost", source: camera.url.replacingOccurrences(of: "rtsp://", with: "rtsp://viewer:\(password)@"),
+                                     ["rtsp_auth": "\"basic\""], metricsPort: metrics)
+        #expect(camera.wait(for: "playing 1", seconds: 20) && camera.count("auth digest") >= 1, "\(camera.log)")
+        camera.stop()
+        let user = try ThrowawayUser()
+        let copy = "/tmp/\(user.name)-camera.h264"
+        try FileManager.default.copyItem(atPath: stream.path, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        chmod(copy, 0o644)
+        let impostor = try HostileCamera(mode: "auth-basic", stream: copy, directory: directory, port: camera.port, user: user)
+        let line = "authentication refused: the server asks for Basic authentication but asked for Digest before"
+        let deadline = Date().addingTimeInterval(20)
+        while !daemon.log.contains(line) && Date() < deadline { usleep(50_000) }
+        #expect(daemon.log.contains(line), "\(impostor.log)\n\(daemon.log.suffix(2000))")
+        #expect(impostor.count("401") >= 1 && impostor.count("auth basic") == 0, "\(impostor.log)")
+        #expect(try Self.metric(metrics, daemon, "streamrecvd_rtsp_failures_total", ",reason=\"insecure_auth\"") >= 1)
+        #expect(!daemon.log.contains(password) && daemon.isRunning)
     }
 
     /// Item 5: a server that sends one keyframe and closes, again and again: the backoff does not start over at each
