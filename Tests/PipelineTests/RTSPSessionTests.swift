@@ -65,4 +65,23 @@ import Testing
         // A new window, a new budget.
         #expect(budget.note(unproductive: 1 << 20, now: start + 1_000_000_000) == nil)
     }
+
+    @Test func aPlayAndEndCycleIsLoggedOnceAndDoesNotResetTheBackoff() {
+        var policy = RTSPReconnectPolicy()
+        #expect(policy.isNews(playing: "h264 over interleaved TCP"))
+        var waits: [Double] = []
+        var news: [Bool] = []
+        for _ in 0..<6 {
+            let (wait, isNews) = policy.ended(.closed, played: "h264 over interleaved TCP", lasted: false)
+            waits.append(wait)
+            news.append(isNews)
+        }
+        #expect(waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0] && news == [true, false, false, false, false, false])
+        #expect(!policy.isNews(playing: "h264 over interleaved TCP") && policy.isNews(playing: "h264 over UDP"))
+        // A session that lasted: the backoff starts over, and its end is news again.
+        let after = policy.ended(.closed, played: "h264 over interleaved TCP", lasted: true)
+        #expect(after == (0.1, true) && policy.attempt == 1 && policy.isNews(playing: "h264 over interleaved TCP"))
+        // A refused password waits at least 5 s.
+        #expect(policy.ended(.unauthorized(credentialsSent: true), played: nil, lasted: false).seconds == 5)
+    }
 }

@@ -103,13 +103,9 @@ final class RTSPClient: Sendable {
         }
         let logger = context.logger
         var nextID: ConnectionID = 1
-        var attempt = 1
-        var delay = Self.initialDelay
-        var lastLogged: String?
-        /// What the last session played, when it ended before it lasted: the same again is a cycle, logged once.
-        var shortPlay: String?
+        var policy = RTSPReconnectPolicy()
         while !isStopping {
-            enter(.connecting(attempt: attempt))
+            enter(.connecting(attempt: policy.attempt))
             let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID,
                                       current: current, memory: memory)
             nextID += 1
@@ -120,34 +116,23 @@ final class RTSPClient: Sendable {
                 context.metrics.rtspSessions.increment()
                 context.metrics.rtspPlaying.record(1)
                 let line = "RTSP session playing: \(what) from \(source.displayURL)"
-                if shortPlay == what { logger.debug("\(line)") } else { logger.info("\(line)") }
+                if policy.isNews(playing: what) { logger.info("\(line)") } else { logger.debug("\(line)") }
             }
             // Stopping: whatever cut the session short (its connection closed by stop()) is not a failure.
             guard let failure, !isStopping else { break }
             context.metrics.rtspPlaying.record(0)
             context.metrics.rtspFailure(failure.kind)
             let lasted = played.map { MonotonicClock.nanoseconds() &- $0.at >= UInt64(Self.lastingSession * 1e9) } ?? false
-            if lasted && worker.activity.lastDecoded(of: nextID - 1) != nil {
-                attempt = 1
-                delay = Self.initialDelay
-                lastLogged = nil
-                shortPlay = nil
-            } else {
-                attempt += 1
-                shortPlay = played?.what
-            }
-            if case .unauthorized = failure { delay = max(delay, 5) }
+            let delay = policy.ended(failure, played: played?.what, lasted: lasted && worker.activity.lastDecoded(of: nextID - 1) != nil)
             let message = played != nil ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
-            if lastLogged != failure.description {
+            if delay.isNews {
                 logger.warning("\(message) (backoff up to \(String(Self.cap(for: failure), decimals: 0)) s)")
-                lastLogged = failure.description
             } else {
-                logger.debug("\(message) (attempt \(attempt))")
+                logger.debug("\(message) (attempt \(policy.attempt))")
             }
-            enter(.retrying(failure: failure.description, attempt: attempt - 1, delay: delay))
-            let resume = MonotonicClock.nanoseconds() + UInt64(delay * 1e9)
+            enter(.retrying(failure: failure.description, attempt: policy.attempt - 1, delay: delay.seconds))
+            let resume = MonotonicClock.nanoseconds() + UInt64(delay.seconds * 1e9)
             while !isStopping, MonotonicClock.nanoseconds() < resume { try? await Task.sleep(nanoseconds: 20_000_000) }
-            delay = min(delay * 2, Self.cap(for: failure))
         }
     }
 
@@ -159,5 +144,36 @@ final class RTSPClient: Sendable {
         case .refused, .protocolError, .undecodable, .insecureAuthentication, .redirected, .redirectRefused: maximumDelayRefused
         default: maximumDelay
         }
+    }
+}
+
+/// An RTSP client's backoff and its once-per-change logging, as a value. The backoff starts over only after a
+/// session that lasted; a failure is news when it differs from the last one logged, and "playing" is news unless
+/// the last session played the same and ended before it lasted (a play→end cycle is logged once).
+struct RTSPReconnectPolicy: Equatable {
+    private(set) var attempt = 1
+    /// The wait before the next attempt.
+    private var delay = RTSPClient.initialDelay
+    private var lastLogged: String?
+    /// What the last session played, when it ended before it lasted.
+    private var shortPlay: String?
+
+    func isNews(playing what: String) -> Bool { shortPlay != what }
+
+    /// A session ended, or an attempt failed, with `failure`, having played `played` (nil: never got to PLAY);
+    /// `lasted`: long enough, with video, to start the backoff over. Returns the wait and whether to log it as news.
+    mutating func ended(_ failure: RTSPFailure, played: String?, lasted: Bool) -> (seconds: Double, isNews: Bool) {
+        if lasted {
+            (attempt, delay, lastLogged, shortPlay) = (1, RTSPClient.initialDelay, nil, nil)
+        } else {
+            attempt += 1
+            shortPlay = played
+        }
+        if case .unauthorized = failure { delay = max(delay, 5) }
+        let news = lastLogged != failure.description
+        lastLogged = failure.description
+        let wait = delay
+        delay = min(delay * 2, RTSPClient.cap(for: failure))
+        return (wait, news)
     }
 }

@@ -14,14 +14,14 @@ extension RTSPSession {
     /// Transport) to interleaved TCP (VLC 3.0 does) is asked for UDP instead, in this session and the next ones.
     func setUp(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) -> String {
         guard target.transport == .tcp else { return try await setUpUDP(mediaURL: mediaURL, on: connection) }
-        if memory.withLockedValue({ $0.refusesInterleaved }) {
+        if memory.withLockedValue({ $0.interleaving == .refused }) {
             return try await setUpUDP(mediaURL: mediaURL, on: connection) + " (the server refuses interleaved TCP)"
         }
         do {
             try await setUpInterleaved(mediaURL: mediaURL, on: connection)
             return "interleaved TCP"
         } catch .refused(method: "SETUP", status: 461, _) {
-            memory.withLockedValue { $0.refusesInterleaved = true }
+            memory.withLockedValue { $0.interleaving = .refused }
             context.logger.warning("""
                 RTSP \(source.displayURL): the server refuses interleaved TCP (461 Unsupported Transport); using UDP instead \
                 (set rtsp_transport = "udp" to ask for it first)

@@ -60,15 +60,15 @@ extension RTSPSession {
 
     /// The challenge to answer, or why the password is not sent at all.
     private func acceptedChallenge(_ headers: [String]) throws(RTSPFailure) -> RTSPChallenge {
-        let spokeDigest = memory.withLockedValue { $0.spokeDigest }
+        let spokeDigest = memory.withLockedValue { $0.authentication == .digest }
         let allowBasic = target.authentication == .basic && !spokeDigest
         let offersBasic = headers.contains { $0.trimmingCharacters(in: " \t").lowercased().hasPrefix("basic") }
         switch RTSPChallenge.offer(in: headers, allowingBasic: allowBasic) {
         case .usable(let challenge):
-            if case .digest = challenge.scheme { memory.withLockedValue { $0.spokeDigest = true } }
+            if case .digest = challenge.scheme { memory.withLockedValue { $0.authentication = .digest } }
             return challenge
         case .digestUnsupported(let algorithms):
-            memory.withLockedValue { $0.spokeDigest = true }
+            memory.withLockedValue { $0.authentication = .digest }
             let names = algorithms.joined(separator: ", ")
             guard offersBasic else {
                 throw .protocolError("the server asks for Digest with \(names), which this client does not speak (it speaks Digest MD5)")

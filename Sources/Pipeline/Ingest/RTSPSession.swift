@@ -20,10 +20,12 @@ struct RTPSessionMedia: Sendable, Equatable {
 
 /// What an RTSP client remembers from one session to the next about its server.
 struct RTSPServerMemory: Sendable {
-    /// The server asked for Digest once: a later request for Basic is a downgrade, never answered.
-    var spokeDigest = false
-    /// The server answered 461 to interleaved TCP: later sessions go straight to UDP.
-    var refusesInterleaved = false
+    enum Authentication: Sendable { case unknown, digest }
+    enum Interleaving: Sendable { case untried, refused }
+    /// `.digest` once the server asked for Digest: a later request for Basic is a downgrade, never answered.
+    var authentication = Authentication.unknown
+    /// `.refused` once the server answered 461 to interleaved TCP: later sessions go straight to UDP.
+    var interleaving = Interleaving.untried
 }
 
 /// One RTSP session, from connecting to its end (RFC 2326): OPTIONS, DESCRIBE (following up to
