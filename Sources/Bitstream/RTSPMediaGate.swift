@@ -4,7 +4,9 @@
 ///
 /// - from the server's RTP port: the one SETUP's `server_port` names, or, when it names none, the first port on
 ///   the server's address that sends a valid RTP packet (learned once, kept for the session);
-/// - with the session's SSRC: SETUP's `ssrc=`, or, when it names none, the first SSRC of an accepted packet.
+/// - with the session's SSRC: SETUP's `ssrc=`, or, when it names none, the first SSRC of an accepted packet (and
+///   when the first packet from a named port or the connection carries another SSRC than `ssrc=`, that one: some
+///   cameras name one SSRC and send another, and nobody else can send from there).
 ///
 /// RTCP counts only from the server's RTCP port (`server_port`'s second number, or the learned RTP port + 1), and a
 /// sender report or BYE only for the session's SSRC. A new SSRC within the session is refused (a camera whose
@@ -23,6 +25,7 @@ public struct RTSPMediaGate: Sendable, Equatable {
     }
 
     public enum Source: Sendable, Equatable {
+        /// SETUP's ssrc=, before the first packet.
         case named(UInt32)
         case learning
         case learned(UInt32)
@@ -30,12 +33,21 @@ public struct RTSPMediaGate: Sendable, Equatable {
 
     public enum Verdict: Sendable, Equatable {
         case accepted
+        /// Accepted, the first of the session, with another SSRC than SETUP's `ssrc=` named (taken from then on).
+        case acceptedOtherThanNamed(named: UInt32)
         /// Not an RTP packet (too short, version not 2): dropped, the sequence gap tells the loss.
         case malformed
         /// From a port other than the server's.
         case foreignPort(Int)
         /// Another SSRC than the session's.
         case foreignSource(UInt32)
+
+        public var isAccepted: Bool {
+            switch self {
+            case .accepted, .acceptedOtherThanNamed: true
+            case .malformed, .foreignPort, .foreignSource: false
+            }
+        }
     }
 
     public private(set) var ports: Ports
@@ -74,13 +86,27 @@ public struct RTSPMediaGate: Sendable, Equatable {
             break
         }
         switch source {
+        case .named(let own) where own != ssrc && trustsPort:
+            // Cameras are known to name one SSRC and send another; only the server can send from its named port or
+            // on its connection, so its first packet's SSRC is taken instead.
+            source = .learned(ssrc)
+            return .acceptedOtherThanNamed(named: own)
         case .named(let own), .learned(let own):
             guard own == ssrc else { return .foreignSource(ssrc) }
+            source = .learned(own)
         case .learning:
             source = .learned(ssrc)
         }
         if case .learning = ports, let port { ports = .learned(rtp: port) }
         return .accepted
+    }
+
+    /// Packets that reach us from the named server port or on the RTSP connection can only be the server's.
+    private var trustsPort: Bool {
+        switch ports {
+        case .named, .interleaved: true
+        case .learning, .learned: false
+        }
     }
 
     /// Whether RTCP from `port` (nil over TCP) may be read at all.

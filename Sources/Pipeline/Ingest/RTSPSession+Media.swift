@@ -86,11 +86,13 @@ extension RTSPSession {
                     let verdict = payload.withUnsafeBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: nil) } }
                     // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
                     // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
-                    let delivered = verdict == .accepted && payload.withUnsafeBytes(deliver)
+                    let accepted = verdict?.isAccepted ?? false
+                    let delivered = accepted && payload.withUnsafeBytes(deliver)
                     let now = MonotonicClock.nanoseconds()
                     let decoding = worker.activity.lastDecoded(of: id).map { now &- $0 < 1_000_000_000 } ?? false
-                    connection.handler.noteRTP(accepted: verdict == .accepted, productive: delivered && decoding, bytes: payload.count)
-                    guard verdict == .accepted else { return refuse(verdict, "the RTSP connection") }
+                    connection.handler.noteRTP(accepted: accepted, productive: delivered && decoding, bytes: payload.count)
+                    if verdict != .accepted { refuse(verdict, "the RTSP connection") }
+                    guard accepted else { return }
                     if !delivered { lost.increment() }
                     if !worker.acceptsMoreBytes { connection.pauseReading(until: worker) }
                 }
@@ -99,13 +101,18 @@ extension RTSPSession {
         }
     }
 
-    /// Counts and logs (at most once per 10 s per kind) a packet the gate refused.
+    /// Counts and logs (at most once per 10 s per kind) a packet the gate refused; says once that the server's SSRC
+    /// is not the one its SETUP answer named.
     var refusalReporter: @Sendable (RTSPMediaGate.Verdict?, String) -> Void {
         { [refusals, metrics = context.metrics] verdict, from in
             let now = MonotonicClock.nanoseconds()
             switch verdict {
             case .accepted:
                 return
+            case .acceptedOtherThanNamed(let named):
+                refusals.withLockedValue {
+                    $0.log(.info, key: "named", now: now, "RTP from \(from) carries another SSRC than the \(String(named, radix: 16)) SETUP named; taken (it comes from the server's port)")
+                }
             case .malformed:
                 metrics.datagramsLost.increment()
             case .foreignPort(let port):

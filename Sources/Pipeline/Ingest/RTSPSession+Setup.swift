@@ -126,7 +126,8 @@ final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         if let deliver {
             let verdict = envelope.data.withUnsafeReadableBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: from.port) } }
-            guard verdict == .accepted else { return refuse(verdict, "\(from.ipAddress ?? "?")") }
+            if verdict != .accepted { refuse(verdict, "\(from.ipAddress ?? "?")") }
+            guard verdict?.isAccepted == true else { return }
             // A datagram that filled its buffer may have been cut short; one dropped while the decode thread is
             // behind is not queued. Either way its sequence number reports the loss downstream.
             guard envelope.data.readableBytes < Self.messageBytes,
