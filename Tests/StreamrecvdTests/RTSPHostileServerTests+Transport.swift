@@ -82,3 +82,37 @@ extension RTSPHostileServerTests {
         #expect(daemon.isRunning)
     }
 }
+
+/// VLC 3.0 itself as the RTSP server (its stream output answers 461 to interleaved TCP), run as a throwaway user
+/// (cvlc refuses root). Only where VLC is installed (`apt-get install vlc-bin vlc-plugin-base`).
+@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/cvlc")))
+struct RTSPFromVLCTests {
+    @Test func vlcIsPlayedOverUDPAfterRefusingInterleavedTCP() throws {
+        let user = try ThrowawayUser()
+        let clip = "/tmp/\(user.name)-vlc.mkv"
+        try runChecked("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-frames:v", "100",
+                                  "-pix_fmt", "yuv420p", "-c:v", "libx264", "-x264-params", "keyint=25", clip])
+        defer { try? FileManager.default.removeItem(atPath: clip) }
+        chmod(clip, 0o644)
+        let port = freePort()
+        let directory = try TestEnvironment.temporaryDirectory()
+        let vlc = try spawn("/usr/bin/setpriv", user.command("/usr/bin/env", [
+            "HOME=/tmp", "/usr/bin/cvlc", "-q", "--loop", clip, "--sout", "#rtp{sdp=rtsp://127.0.0.1:\(port)/cam}",
+        ]), log: directory.appendingPathComponent("vlc.log").path)
+        defer {
+            kill(vlc, SIGKILL)
+            var status: Int32 = 0
+            waitpid(vlc, &status, 0)
+        }
+        let daemon = try RTSPHostileServerTests.daemon("rtspvlc", source: "rtsp://127.0.0.1:\(port)/cam", metricsPort: freePort())
+        let deadline = Date().addingTimeInterval(30)
+        while (daemon.status?.counters.framesPublished ?? 0) < 25 && Date() < deadline { usleep(50_000) }
+        #expect((daemon.status?.counters.framesPublished ?? 0) >= 25, "\(daemon.log.suffix(3000))")
+        let log = daemon.log
+        #expect(log.contains("the server refuses interleaved TCP (461 Unsupported Transport); using UDP"), "\(log.suffix(2000))")
+        // VLC's own packets pass the media gate: its ports and SSRC are the ones its SETUP answer names.
+        #expect(!log.contains("not the server's RTP port") && !log.contains("not the session's") && !log.contains("another SSRC than"),
+                "\(log.suffix(2000))")
+        #expect(daemon.isRunning)
+    }
+}
