@@ -110,9 +110,8 @@ extension RTSPSession {
             case .accepted:
                 return
             case .acceptedOtherThanNamed(let named):
-                refusals.withLockedValue {
-                    $0.log(.info, key: "named", now: now, "RTP from \(from) carries another SSRC than the \(String(named, radix: 16)) SETUP named; taken (it comes from the server's port)")
-                }
+                let text = "RTP from \(from) carries another SSRC than the \(String(named, radix: 16)) SETUP named; taken (it comes from the server)"
+                refusals.withLockedValue { $0.log(.info, key: "named", now: now, text) }
             case .malformed:
                 metrics.datagramsLost.increment()
             case .foreignPort(let port):
