@@ -59,21 +59,23 @@ encode() {  # encode OUTPUT CODEC SIZE FRAMES PIXFMT PARAMS
 reference() {  # reference FILE: the software decode's md5 per frame, by the kit's own ffmpeg
     LD_LIBRARY_PATH=$kit/lib "$kit/bin/ffmpeg" -v error -i "$1" -f framemd5 - | grep -v '^#' | awk -F, '{ print $NF }' | tr -d ' '
 }
-# NAME CODEC TRANSPORTS PARTS... (PART: CODEC:SIZE:FRAMES:PIXFMT:PARAMS)
+# NAME CODEC TRANSPORTS DELIVERY PARTS... (PART: CODEC:SIZE:FRAMES:PIXFMT:PARAMS). DELIVERY: "one" connection
+# for the whole clip (a format change in band), or "connections": each part by its own sender (the daemon
+# recognises the codec from a connection's first parameter set: a codec switch is a new sender).
 clips=(
-    "h264-1080p h264 tcp,rtp h264:1920x1080:120:yuv420p:keyint=60:bframes=3:ref=4"
-    "h265-1080p h265 tcp,rtp h265:1920x1080:120:yuv420p:keyint=60:bframes=3"
-    "h264-4k h264 tcp,rtp h264:3840x2160:40:yuv420p:keyint=20:bframes=2"
-    "h265-4k-10bit h265 tcp,rtp h265:3840x2160:40:yuv420p10le:keyint=20:bframes=3"
-    "h264-1080p-refs16 h264 tcp,rtp h264:1920x1080:60:yuv420p:keyint=60:bframes=3:ref=16:b-pyramid=normal"
-    "h264-720p-10bit h264 tcp h264:1280x720:30:yuv420p10le:keyint=30:bframes=2"
-    "h264-size-change h264 tcp h264:1920x1080:30:yuv420p:keyint=30:bframes=2 h264:1280x720:30:yuv420p:keyint=30:bframes=2"
-    "h265-depth-change h265 tcp h265:1280x720:30:yuv420p:keyint=30:bframes=2 h265:1280x720:30:yuv420p10le:keyint=30:bframes=2"
-    "codec-switch mixed tcp h264:1280x720:30:yuv420p:keyint=30:bframes=2 h265:1280x720:30:yuv420p:keyint=30:bframes=2"
+    "h264-1080p h264 tcp,rtp one h264:1920x1080:120:yuv420p:keyint=60:bframes=3:ref=4"
+    "h265-1080p h265 tcp,rtp one h265:1920x1080:120:yuv420p:keyint=60:bframes=3"
+    "h264-4k h264 tcp,rtp one h264:3840x2160:40:yuv420p:keyint=20:bframes=2"
+    "h265-4k-10bit h265 tcp,rtp one h265:3840x2160:40:yuv420p10le:keyint=20:bframes=3"
+    "h264-1080p-refs16 h264 tcp,rtp one h264:1920x1080:60:yuv420p:keyint=60:bframes=3:ref=16:b-pyramid=normal"
+    "h264-720p-10bit h264 tcp one h264:1280x720:30:yuv420p10le:keyint=30:bframes=2"
+    "h264-size-change h264 tcp one h264:1920x1080:30:yuv420p:keyint=30:bframes=2 h264:1280x720:30:yuv420p:keyint=30:bframes=2"
+    "h265-depth-change h265 tcp one h265:1280x720:30:yuv420p:keyint=30:bframes=2 h265:1280x720:30:yuv420p10le:keyint=30:bframes=2"
+    "codec-switch mixed tcp connections h264:1280x720:30:yuv420p:keyint=30:bframes=2 h265:1280x720:30:yuv420p:keyint=30:bframes=2"
 )
 : >"$kit/media/clips.txt"
 for entry in "${clips[@]}"; do
-    read -r clip codec transports parts <<<"$entry"
+    read -r clip codec transports delivery parts <<<"$entry"
     # Named as libavformat's raw demuxers know them (send probes the file); a codec switch is sent raw.
     case $codec in h264) output=$kit/media/$clip.h264 ;; h265) output=$kit/media/$clip.h265 ;; *) output=$kit/media/$clip.es ;; esac
     : >"$output"
@@ -83,13 +85,18 @@ for entry in "${clips[@]}"; do
         IFS=: read -r pcodec size frames pixfmt params <<<"$part"
         encode "$work/$clip-$index.es" "$pcodec" "$size" "$frames" "$pixfmt" "$params"
         reference "$work/$clip-$index.es" >>"$kit/reference/$clip.md5"
-        cat "$work/$clip-$index.es" >>"$output"
+        if [ "$delivery" = connections ]; then
+            cp "$work/$clip-$index.es" "$kit/media/$clip.part$index.$([ "$pcodec" = h264 ] && echo h264 || echo h265)"
+        else
+            cat "$work/$clip-$index.es" >>"$output"
+        fi
         index=$((index + 1))
     done
     first=${parts%% *}
     IFS=: read -r _ size _ _ _ <<<"$first"
-    echo "$clip $codec $transports ${size%x*} ${size#*x} $(wc -l <"$kit/reference/$clip.md5") $index" >>"$kit/media/clips.txt"
-    say "$clip: $(wc -l <"$kit/reference/$clip.md5") frames, $(( $(stat -c %s "$output") / 1024 )) KiB"
+    [ "$delivery" = connections ] && rm -f "$output"
+    echo "$clip $codec $transports ${size%x*} ${size#*x} $(wc -l <"$kit/reference/$clip.md5") $index $delivery" >>"$kit/media/clips.txt"
+    say "$clip: $(wc -l <"$kit/reference/$clip.md5") frames in $index part(s), $(cat "$kit/media/$clip".* | wc -c | awk '{ print int($1 / 1024) }') KiB"
 done
 install -m 0755 scripts/gpu-kit/run.sh "$kit/run.sh"
 install -m 0644 docs/gpu-kit.md "$kit/README.md"

@@ -107,26 +107,47 @@ public struct RTPReceptionStatistics: Sendable {
         return bytes
     }
 
-    /// What a compound RTCP packet from the sender says that matters to a receiver.
+    /// What a compound RTCP packet from the sender says that matters to a receiver, with the SSRCs it speaks for:
+    /// only the session's own source may end it or time it (anyone can send RTCP to a UDP port).
     public struct SenderNews: Sendable, Equatable {
-        /// The NTP timestamp of its sender report (PT 200), if it has one.
-        public var senderReportTimestamp: UInt64?
-        /// A BYE (PT 203): the sender has ended the stream.
-        public var goodbye = false
+        /// Its sender report (PT 200), if it has one: the reporter's SSRC and the NTP timestamp.
+        public var senderReport: SenderReport?
+        /// The SSRCs a BYE (PT 203) says leave, at most 31 (its 5-bit count).
+        public var goodbyeSources: [UInt32] = []
+
+        public struct SenderReport: Sendable, Equatable {
+            public var ssrc: UInt32
+            public var ntpTimestamp: UInt64
+            public init(ssrc: UInt32, ntpTimestamp: UInt64) {
+                self.ssrc = ssrc
+                self.ntpTimestamp = ntpTimestamp
+            }
+        }
+
+        public init() {}
+
+        /// The NTP timestamp of its sender report, if it has one (whoever sent it).
+        public var senderReportTimestamp: UInt64? { senderReport?.ntpTimestamp }
+        /// A BYE for any source.
+        public var goodbye: Bool { !goodbyeSources.isEmpty }
     }
 
     /// Reads the packets of a compound RTCP packet, up to the first malformed one.
     public static func news(in packet: UnsafeRawBufferPointer) -> SenderNews {
         var news = SenderNews()
         var index = 0
+        func word(at offset: Int) -> UInt32 { (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[offset + $1]) } }
         while packet.count - index >= 4 {
             let length = ((Int(packet[index + 2]) << 8 | Int(packet[index + 3])) + 1) * 4
             guard packet[index] >> 6 == 2, length <= packet.count - index else { break }
             switch packet[index + 1] {
             case 200 where length >= 28:
-                news.senderReportTimestamp = (8..<16).reduce(UInt64(0)) { $0 << 8 | UInt64(packet[index + $1]) }
+                let ntp = (8..<16).reduce(UInt64(0)) { $0 << 8 | UInt64(packet[index + $1]) }
+                news.senderReport = SenderNews.SenderReport(ssrc: word(at: index + 4), ntpTimestamp: ntp)
             case 203:
-                news.goodbye = true
+                // SC sources follow the header, as far as the packet's length holds them.
+                let count = min(Int(packet[index] & 0x1f), (length - 4) / 4)
+                for source in 0..<count { news.goodbyeSources.append(word(at: index + 4 + 4 * source)) }
             default:
                 break
             }

@@ -1,5 +1,6 @@
 /// RTSP authentication (RFC 2326 §D.2, RFC 7616/2617): the challenge a server sends with 401, and the
-/// Authorization header that answers it. Digest is preferred; Basic is used only when it is all the server offers.
+/// Authorization header that answers it. Digest is preferred; Basic only when it is all the server offers and the
+/// caller allows it (it sends the password in clear).
 /// The hash is the caller's (MD5 is not this module's business): `md5` maps bytes to their 16-byte digest.
 public struct RTSPChallenge: Sendable, Equatable {
     public enum Scheme: Sendable, Equatable {
@@ -11,10 +12,28 @@ public struct RTSPChallenge: Sendable, Equatable {
     /// Digest's stale=true: the nonce expired, the credentials were right (RFC 2617 §3.2.1).
     public var stale = false
 
-    /// The best challenge among a 401's WWW-Authenticate headers; nil when none is usable (e.g. an unknown
-    /// algorithm such as SHA-256 only).
+    /// The Digest challenge among a 401's WWW-Authenticate headers, else Basic when it is all the server offers;
+    /// nil when none is usable. Never Basic when Digest is offered in any form (e.g. SHA-256 only, which this
+    /// client does not speak): the password would go in clear where the server can check it without.
     public init?(headers: [String]) {
+        guard case .usable(let challenge) = Self.offer(in: headers, allowingBasic: true) else { return nil }
+        self = challenge
+    }
+
+    /// What a 401's challenges leave a client that must not send the password in clear unless `allowingBasic`.
+    public enum Offer: Sendable, Equatable {
+        case usable(RTSPChallenge)
+        /// Digest is offered, but only with algorithms this client does not speak; Basic is not taken instead.
+        case digestUnsupported(algorithms: [String])
+        /// Basic is all the server offers, and the caller does not allow it.
+        case basicNotAllowed
+        /// Nothing this client speaks.
+        case none
+    }
+
+    public static func offer(in headers: [String], allowingBasic: Bool) -> Offer {
         var basic = false
+        var algorithms: [String] = []
         for header in headers {
             let trimmed = header.trimmingSpaces()
             let schemeEnd = trimmed.firstIndex(of: " ") ?? trimmed.endIndex
@@ -22,18 +41,23 @@ public struct RTSPChallenge: Sendable, Equatable {
             if name == "basic" { basic = true }
             guard name == "digest" else { continue }
             let parameters = Self.parameters(String(trimmed[schemeEnd...]))
-            guard let nonce = parameters["nonce"] else { continue }
             let algorithm = (parameters["algorithm"] ?? "MD5").uppercased()
-            guard algorithm == "MD5" || algorithm == "MD5-SESS" else { continue }
+            algorithms.append(String(algorithm.prefix(32)))
+            guard let nonce = parameters["nonce"], algorithm == "MD5" || algorithm == "MD5-SESS" else { continue }
             // qop="auth,auth-int": auth is all a request without a body needs.
             let qop = parameters["qop"].map { $0.split(separator: ",").contains { $0.trimmingSpaces() == "auth" } } ?? false
-            scheme = .digest(realm: parameters["realm"] ?? "", nonce: nonce, opaque: parameters["opaque"],
-                             qualityOfProtection: qop, sessionAlgorithm: algorithm == "MD5-SESS")
-            stale = parameters["stale"]?.lowercased() == "true"
-            return
+            var challenge = RTSPChallenge(scheme: .digest(realm: parameters["realm"] ?? "", nonce: nonce, opaque: parameters["opaque"],
+                                                          qualityOfProtection: qop, sessionAlgorithm: algorithm == "MD5-SESS"))
+            challenge.stale = parameters["stale"]?.lowercased() == "true"
+            return .usable(challenge)
         }
-        guard basic else { return nil }
-        scheme = .basic
+        if !algorithms.isEmpty { return .digestUnsupported(algorithms: Array(algorithms.prefix(4))) }
+        guard basic else { return .none }
+        return allowingBasic ? .usable(RTSPChallenge(scheme: .basic)) : .basicNotAllowed
+    }
+
+    public init(scheme: Scheme) {
+        self.scheme = scheme
     }
 
     /// The Authorization header's value for one request. `count` is the request's nonce count (from 1, for qop);

@@ -23,7 +23,7 @@ public enum ConfigurationLoader {
         "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
-        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_user", "rtsp_password",
+        "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_auth", "rtsp_user", "rtsp_password",
         "rtsp_password_file",
     ]
 
@@ -180,11 +180,17 @@ public enum ConfigurationLoader {
                 guard let value = RTSPTransport(rawValue: transport) else { throw error("rtsp_transport", "rtsp_transport must be tcp or udp") }
                 stream.rtsp?.transport = value
             }
+            if let auth = try string("rtsp_auth") {
+                guard let value = RTSPAuthenticationPolicy(rawValue: auth) else {
+                    throw error("rtsp_auth", "rtsp_auth must be digest (the password never in clear) or basic (Basic allowed when it is all the camera offers)")
+                }
+                stream.rtsp?.authentication = value
+            }
             try readCredentials(into: &stream.rtsp!, user: string("rtsp_user"), password: string("rtsp_password"),
                                 passwordFile: string("rtsp_password_file"), warnings: &warnings, error: error)
         } else {
             guard let listenText = try string("listen") else { throw error(nil, "stream '\(name)' has neither listen nor source") }
-            for key in ["rtsp_transport", "rtsp_user", "rtsp_password", "rtsp_password_file"] where entry[key] != nil {
+            for key in ["rtsp_transport", "rtsp_auth", "rtsp_user", "rtsp_password", "rtsp_password_file"] where entry[key] != nil {
                 throw error(key, "\(key) applies to source = \"rtsp://…\" streams only")
             }
             stream = StreamConfiguration(name: name, listen: try parseListen(listenText, error: { error("listen", $0) }))

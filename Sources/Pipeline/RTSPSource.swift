@@ -4,6 +4,16 @@ public enum RTSPTransport: String, Sendable {
     case udp
 }
 
+/// rtsp_auth: which authentication the password may be sent with. Basic sends it in clear (base64) to whoever
+/// answers on the camera's address and port, so it is used only when allowed, and never to a camera this client
+/// has seen speak Digest (a downgrade: a local user who took over the port while the camera was down).
+public enum RTSPAuthenticationPolicy: String, Sendable {
+    /// Digest (MD5) only, the default.
+    case digest
+    /// Digest when offered, Basic when it is all the camera offers.
+    case basic
+}
+
 /// A secret (an RTSP password): kept out of every description, log line, metric and status.
 public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     let text: String
@@ -26,6 +36,7 @@ public struct RTSPSource: Sendable, Equatable, CustomStringConvertible {
     /// Where the password was read from (`rtsp_password_file`); nil when it is in the configuration itself.
     public var passwordFile: String?
     public var transport = RTSPTransport.tcp
+    public var authentication = RTSPAuthenticationPolicy.digest
 
     /// Whether the configuration file holds the password (in the URL or `rtsp_password`).
     var passwordInConfiguration: Bool { password != nil && passwordFile == nil }

@@ -153,4 +153,65 @@ import Testing
         let goodbye: [UInt8] = [0x81, 203, 0, 1, 0x12, 0x34, 0x56, 0x78]
         #expect(goodbye.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }.goodbye)
     }
+
+    @Test func rtcpNewsNameTheirSources() {
+        let goodbye: [UInt8] = [0x82, 203, 0, 2, 0x12, 0x34, 0x56, 0x78, 0, 0, 0, 9]
+        #expect(goodbye.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }.goodbyeSources == [0x1234_5678, 9])
+        // A count larger than the packet holds: only what it holds.
+        let short: [UInt8] = [0x9f, 203, 0, 1, 0, 0, 0, 7]
+        #expect(short.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }.goodbyeSources == [7])
+        var report: [UInt8] = [0x80, 200, 0, 6, 0xaa, 0xbb, 0xcc, 0xdd] + [1, 2, 3, 4, 5, 6, 7, 8] + [UInt8](repeating: 0, count: 12)
+        report += goodbye
+        let news = report.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }
+        #expect(news.senderReport == .init(ssrc: 0xaabb_ccdd, ntpTimestamp: 0x0102_0304_0506_0708) && news.goodbye)
+    }
+
+    @Test func theMediaGateTakesOnlyTheServersPortsAndSource() {
+        func rtp(_ ssrc: UInt32) -> [UInt8] { [0x80, 96, 0, 1, 0, 0, 0, 0] + (0..<4).map { UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * $0)) } }
+        var named = RTSPMediaGate(serverPorts: (6970, 6971), ssrc: 0x5354_524d)
+        #expect(rtp(0x5354_524d).withUnsafeBytes { named.admitRTP($0, fromPort: 6972) } == .foreignPort(6972))
+        #expect(rtp(0x5354_524d).withUnsafeBytes { named.admitRTP($0, fromPort: 6970) } == .accepted)
+        #expect(rtp(0x4556_494c).withUnsafeBytes { named.admitRTP($0, fromPort: 6970) } == .foreignSource(0x4556_494c))
+        #expect([0x40, 96].withUnsafeBytes { named.admitRTP($0, fromPort: 6970) } == .malformed)
+        #expect(named.admitsRTCP(fromPort: 6971) && !named.admitsRTCP(fromPort: 6970))
+        #expect(named.owns(0x5354_524d) && !named.owns(0x4556_494c))
+        // A camera that names one SSRC and sends another from its named port: that one is taken, then held.
+        var misnamed = RTSPMediaGate(serverPorts: (6970, 6971), ssrc: 1)
+        #expect(rtp(2).withUnsafeBytes { misnamed.admitRTP($0, fromPort: 6972) } == .foreignPort(6972))
+        #expect(rtp(2).withUnsafeBytes { misnamed.admitRTP($0, fromPort: 6970) } == .acceptedOtherThanNamed(named: 1))
+        #expect(rtp(1).withUnsafeBytes { misnamed.admitRTP($0, fromPort: 6970) } == .foreignSource(1) && misnamed.ssrc == 2)
+        // Nothing named: the first valid packet's port and SSRC are the server's from then on.
+        var learning = RTSPMediaGate(serverPorts: nil, ssrc: nil)
+        #expect(!learning.admitsRTCP(fromPort: 5001) && !learning.owns(7))
+        #expect(rtp(7).withUnsafeBytes { learning.admitRTP($0, fromPort: 5000) } == .accepted)
+        #expect(rtp(7).withUnsafeBytes { learning.admitRTP($0, fromPort: 5002) } == .foreignPort(5002))
+        #expect(rtp(8).withUnsafeBytes { learning.admitRTP($0, fromPort: 5000) } == .foreignSource(8))
+        #expect(learning.admitsRTCP(fromPort: 5001) && learning.ssrc == 7)
+        // Interleaved: no ports, the SSRC rule holds.
+        var interleaved = RTSPMediaGate(serverPorts: nil, interleaved: true, ssrc: nil)
+        #expect(rtp(1).withUnsafeBytes { interleaved.admitRTP($0, fromPort: nil) } == .accepted)
+        #expect(rtp(2).withUnsafeBytes { interleaved.admitRTP($0, fromPort: nil) } == .foreignSource(2))
+    }
+
+    @Test func transportHeadersAreRead() {
+        let header = RTSPTransportHeader(parsing: "RTP/AVP;unicast;client_port=5000-5001;server_port=6970-6971;ssrc=5354524D;source=\"10.0.0.9\"")
+        #expect(!header.isInterleaved && header.serverPorts == .init(first: 6970, second: 6971))
+        #expect(header.ssrc == 0x5354_524d && header.source == "10.0.0.9")
+        let tcp = RTSPTransportHeader(parsing: "RTP/AVP/TCP;unicast;interleaved=2;ssrc=123456789")
+        #expect(tcp.isInterleaved && tcp.interleaved == .init(first: 2, second: 3) && tcp.ssrc == nil)
+    }
+
+    @Test func basicIsNeverChosenWhenDigestIsOfferedInAnyForm() {
+        let sha = ["Digest realm=\"cam\", nonce=\"n\", algorithm=SHA-256", "Basic realm=\"cam\""]
+        #expect(RTSPChallenge(headers: sha) == nil)
+        #expect(RTSPChallenge.offer(in: sha, allowingBasic: true) == .digestUnsupported(algorithms: ["SHA-256"]))
+        #expect(RTSPChallenge.offer(in: ["Basic realm=\"cam\""], allowingBasic: false) == .basicNotAllowed)
+        #expect(RTSPChallenge.offer(in: ["Basic realm=\"cam\""], allowingBasic: true) == .usable(RTSPChallenge(scheme: .basic)))
+        #expect(RTSPChallenge.offer(in: ["Negotiate"], allowingBasic: true) == RTSPChallenge.Offer.none)
+        guard case .usable(let digest) = RTSPChallenge.offer(in: sha + ["Digest realm=\"cam\", nonce=\"m\""], allowingBasic: false),
+              case .digest = digest.scheme else {
+            Issue.record("Digest MD5 next to SHA-256 is not taken")
+            return
+        }
+    }
 }

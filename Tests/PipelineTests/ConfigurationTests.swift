@@ -149,6 +149,7 @@ import Testing
             name = "door"
             source = "rtsp://admin:p%40ss%3Aword@192.168.1.20/Streaming/Channels/101?transport=x"
             rtsp_transport = "udp"
+            rtsp_auth = "basic"
             receive_buffer = "4M"
             keyframe_request = "pli"
             [[stream]]
@@ -160,6 +161,7 @@ import Testing
             """, file: "rtsp.toml")
         let door = configuration.streams[0]
         #expect(door.rtsp?.host == "192.168.1.20" && door.rtsp?.port == 554 && door.rtsp?.transport == .udp)
+        #expect(door.rtsp?.authentication == .basic && configuration.streams[1].rtsp?.authentication == .digest)
         #expect(door.rtsp?.path == "/Streaming/Channels/101?transport=x")
         #expect(door.rtsp?.user == "admin" && door.rtsp?.password == Secret("p@ss:word"))
         #expect(door.rtsp?.url == "rtsp://192.168.1.20:554/Streaming/Channels/101?transport=x")
@@ -203,6 +205,8 @@ import Testing
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nallow = [\"10.0.0.0/8\"]\n", 4, "does not apply to a source"),
         ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nreceive_buffer = \"8M\"\n", 4, "rtsp_transport = \"udp\""),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nrtsp_transport = \"udp\"\n", 4, "source = \"rtsp://…\" streams only"),
+        ("[[stream]]\nname = \"a\"\nsource = \"rtsp://cam/x\"\nrtsp_auth = \"any\"\n", 4, "rtsp_auth must be digest"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nrtsp_auth = \"basic\"\n", 4, "rtsp_auth applies to source"),
         ("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"udp://127.0.0.1:5000\"\n", 6, "same UDP port"),
         ("[[stream]]\nname = \"a\"\nlisten = \"rtp://127.0.0.1:1\"\n", 1, "rtp:// needs codec"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:70000\"\n", 3, "port"),

@@ -41,4 +41,47 @@ import Testing
         #expect(RTSPSession.sessionTimeout("1234ABCD;timeout=30") == 30)
         #expect(RTSPSession.sessionTimeout("1234ABCD") == 60)
     }
+
+    @Test func redirectsKeepCredentialsOnlyForTheConfiguredServer() throws {
+        guard case .success(let configured) = RTSPSource.parse("rtsp://viewer:secret@cam.local:554/live") else {
+            Issue.record("source")
+            return
+        }
+        let same = try RTSPSession.redirectTarget("rtsp://cam.local:554/other", from: configured, configured: configured)
+        #expect(same.path == "/other" && same.user == "viewer" && same.password == Secret("secret"))
+        let other = try RTSPSession.redirectTarget("rtsp://evil:x@other.local:8554/live", from: configured, configured: configured)
+        #expect(other.host == "other.local" && other.user == nil && other.password == nil)
+        #expect(throws: RTSPFailure.redirectRefused("a redirect to another scheme (http) is not followed; only rtsp:// is")) {
+            try RTSPSession.redirectTarget("http://cam.local/live", from: configured, configured: configured)
+        }
+    }
+
+    @Test func theIntakeBudgetThrottlesWhatDoesNotBecomeVideo() {
+        var budget = InterleavedIntakeBudget()
+        let start: UInt64 = 5_000_000_000
+        #expect(budget.note(unproductive: 4 << 20, now: start) == nil)
+        #expect(budget.note(unproductive: 4 << 20, now: start + 1) == nil)
+        #expect(budget.note(unproductive: 1, now: start + 2) == start + 1_000_000_000)
+        // A new window, a new budget.
+        #expect(budget.note(unproductive: 1 << 20, now: start + 1_000_000_000) == nil)
+    }
+
+    @Test func aPlayAndEndCycleIsLoggedOnceAndDoesNotResetTheBackoff() {
+        var policy = RTSPReconnectPolicy()
+        #expect(policy.isNews(playing: "h264 over interleaved TCP"))
+        var waits: [Double] = []
+        var news: [Bool] = []
+        for _ in 0..<6 {
+            let (wait, isNews) = policy.ended(.closed, played: "h264 over interleaved TCP", lasted: false)
+            waits.append(wait)
+            news.append(isNews)
+        }
+        #expect(waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0] && news == [true, false, false, false, false, false])
+        #expect(!policy.isNews(playing: "h264 over interleaved TCP") && policy.isNews(playing: "h264 over UDP"))
+        // A session that lasted: the backoff starts over, and its end is news again.
+        let after = policy.ended(.closed, played: "h264 over interleaved TCP", lasted: true)
+        #expect(after == (0.1, true) && policy.attempt == 1 && policy.isNews(playing: "h264 over interleaved TCP"))
+        // A refused password waits at least 5 s.
+        #expect(policy.ended(.unauthorized(credentialsSent: true), played: nil, lasted: false).seconds == 5)
+    }
 }

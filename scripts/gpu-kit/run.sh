@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kit's runner (docs/gpu-kit.md): bash and coreutils, nothing installed.
 #
-#   run.sh [--software] [--quick] [--only exact|measure] OUT
+#   run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT
 #
 # On a GPU machine: every clip through the daemon with hwaccel = "cuda" (strict) and "auto", over TCP and RTP,
 # read back with `streamrecvctl cat` and compared against the software decode's framemd5; recreation at a size and
@@ -12,17 +12,18 @@
 # Writes OUT/report.md, OUT/results.tsv and OUT/logs/. Exits 1 when a clip is not bit-exact in a mode that must be.
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
-software=0 quick=0 only=all
+software=0 quick=0 only=all clips_wanted=
 while [ $# -gt 1 ]; do
     case $1 in
         --software) software=1 ;;
         --quick) quick=1 ;;
         --only) only=$2; shift ;;
-        *) echo "usage: run.sh [--software] [--quick] [--only exact|measure] OUT" >&2; exit 2 ;;
+        --clips) clips_wanted=,$2,; shift ;;
+        *) echo "usage: run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT" >&2; exit 2 ;;
     esac
     shift
 done
-[ $# -eq 1 ] || { echo "usage: run.sh [--software] [--quick] [--only exact|measure] OUT" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT" >&2; exit 2; }
 out=$1
 mkdir -p "$out/logs"
 out=$(cd "$out" && pwd)
@@ -45,7 +46,7 @@ fi
 launch() { "${launcher[@]}" "$@"; }
 streamrecvd() { launch "$kit/bin/streamrecvd" "$@"; }
 ctl() { launch "$kit/bin/streamrecvctl" "$@"; }
-ff() { launch "$kit/bin/ffmpeg" "$@"; }
+ff() { launch "$kit/bin/ffmpeg" -nostdin "$@"; }
 
 daemon_pid=
 stop_daemon() {
@@ -149,10 +150,12 @@ md '```'
 config_for() {
     local mode=$1 port=$base_port
     printf '[daemon]\nlog_level = "info"\nmetrics = "127.0.0.1:%d"\n' "$metrics_port"
-    while read -r clip codec transports width height frames parts; do
+    while read -r clip codec transports width height frames parts delivery; do
         for transport in ${transports//,/ }; do
             printf '\n[[stream]]\nname = "kit-%s-%s"\nlisten = "%s://127.0.0.1:%d"\nhwaccel = "%s"\n' "$clip" "$transport" "$transport" "$port" "$mode"
-            printf 'max_width = 3840\nmax_height = 2160\nslots = %d\nidle_timeout = 0\n' "$([ "$parts" -gt 1 ] && echo 64 || echo 16)"
+            # idle_timeout: RTP has no end of stream; the frames the decoder holds back come out when the sender is
+            # taken for gone.
+            printf 'max_width = 3840\nmax_height = 2160\nslots = 32\nidle_timeout = 2\n'
             [ "$transport" = rtp ] && printf 'codec = "%s"\nreceive_buffer = "64M"\nrtp_reorder_window = 64\n' "$codec"
             port=$((port + 2))
         done
@@ -167,18 +170,23 @@ port_of() {  # port_of CLIP TRANSPORT
         done
     done <"$kit/media/clips.txt"
 }
-# RTP has no back-pressure: paced below what the path decodes (software on a small machine is the slowest).
 media_of() {  # media_of CLIP: the clip's file (named as libavformat's raw demuxers know them)
-    ls "$kit/media/$1".h264 "$kit/media/$1".h265 "$kit/media/$1".es 2>/dev/null | head -1
+    ls "$kit/media/$1".h264 "$kit/media/$1".h265 2>/dev/null | head -1
 }
-rtp_rate() {
-    local width=$1
-    if [ $software = 1 ]; then [ "$width" -ge 3840 ] && echo 4 || echo 25
-    else [ "$width" -ge 3840 ] && echo 30 || echo 60; fi
+# Paced for exactness: the ring never waits for its reader (a reader piping 4K y4m into ffmpeg can fall behind),
+# and RTP has no back-pressure at all (paced below what the path decodes; software on a small machine is slowest).
+exact_rate() {  # exact_rate TRANSPORT WIDTH
+    local large=0
+    [ "$2" -ge 3840 ] && large=1
+    case $software$1$large in
+        1tcp0) echo 30 ;; 1tcp1) echo 10 ;; 1rtp0) echo 25 ;; 1rtp1) echo 4 ;;
+        *0) echo 60 ;; *) echo 30 ;;
+    esac
 }
+selected() { [ -z "$clips_wanted" ] || [[ $clips_wanted == *,$1,* ]]; }
 
-exact_run() {  # exact_run MODE CLIP TRANSPORT FRAMES PARTS WIDTH
-    local mode=$1 clip=$2 transport=$3 frames=$4 parts=$5 width=$6
+exact_run() {  # exact_run MODE CLIP TRANSPORT FRAMES PARTS WIDTH DELIVERY
+    local mode=$1 clip=$2 transport=$3 frames=$4 parts=$5 width=$6 delivery=$7
     local stream=kit-$clip-$transport port dir=$work/$mode-$clip-$transport got verdict detail rate
     port=$(port_of "$clip" "$transport")
     mkdir -p "$dir"
@@ -190,13 +198,15 @@ exact_run() {  # exact_run MODE CLIP TRANSPORT FRAMES PARTS WIDTH
     fi
     local reader=$!
     for _ in $(seq 100); do grep -q "reading" "$dir/cat.log" 2>/dev/null && break; sleep 0.05; done
-    rate=max
-    [ "$transport" = rtp ] && rate=$(rtp_rate "$width")
-    # TCP exactness is paced too: the ring never waits for its reader, and a reader writing 4K y4m can fall behind.
-    [ "$transport" = tcp ] && { [ "$width" -ge 3840 ] && rate=30 || rate=120; }
-    if [ "$parts" -gt 1 ]; then
-        # Raw Annex B on one connection (a codec switch is no file libavformat reads): each frame ends when the
-        # next begins, the last one when the connection closes.
+    rate=$(exact_rate "$transport" "$width")
+    if [ "$delivery" = connections ]; then
+        # Each part by a sender of its own, one after the other.
+        for part in $(ls "$kit/media/$clip".part* | sort -V); do
+            ctl send "$part" "tcp://127.0.0.1:$port" --rate "$rate" >>"$dir/send.log" 2>&1
+        done
+    elif [ "$parts" -gt 1 ]; then
+        # Raw Annex B on one connection, the format changing in band: each frame ends when the next begins, the
+        # last one when the connection closes.
         cat "$(media_of "$clip")" >"/dev/tcp/127.0.0.1/$port" 2>"$dir/send.log"
     else
         ctl send "$(media_of "$clip")" "$transport://127.0.0.1:$port" --rate "$rate" >"$dir/send.log" 2>&1
@@ -236,10 +246,11 @@ exactness() {
     for mode in "${modes[@]}"; do
         config_for "$mode" >"$work/$mode.toml"
         start_daemon "exact-$mode" "$work/$mode.toml" || { failures=$((failures + 1)); continue; }
-        while read -r clip codec transports width height frames parts; do
+        while read -r clip codec transports width height frames parts delivery; do
+            selected "$clip" || continue
             for transport in ${transports//,/ }; do
                 local verdict
-                verdict=$(exact_run "$mode" "$clip" "$transport" "$frames" "$parts" "$width")
+                verdict=$(exact_run "$mode" "$clip" "$transport" "$frames" "$parts" "$width" "$delivery")
                 cell[$clip-$transport-$mode]=$verdict
                 [ "$verdict" = exact ] || failures=$((failures + 1))
                 local used
@@ -251,6 +262,7 @@ exactness() {
         stop_daemon
     done
     while read -r clip codec transports _; do
+        selected "$clip" || continue
         for transport in ${transports//,/ }; do
             local row="| $clip | $transport |"
             for mode in "${modes[@]}"; do
@@ -263,11 +275,15 @@ exactness() {
     md "$recreations"
 }
 recreations=""
-recreations_note() {
-    local mode=$1 size depth
-    size=$(metric streamrecvd_decoder_recreations_total kit-h264-size-change-tcp)
-    depth=$(metric streamrecvd_decoder_recreations_total kit-h265-depth-change-tcp)
-    recreations+="Decoder recreations with hwaccel = \"$mode\": size change $size, bit-depth change $depth, codec switch $(metric streamrecvd_decoder_recreations_total kit-codec-switch-tcp) (each must be ≥ 1). "
+recreations_note() {  # the format changes must have recreated the decoder (and its hardware frames context)
+    local mode=$1 text="" clip count
+    for clip in h264-size-change h265-depth-change codec-switch; do
+        selected "$clip" || continue
+        count=$(metric streamrecvd_decoder_recreations_total "kit-$clip-tcp")
+        text+="$clip $count, "
+        [ "$count" -ge 1 ] || failures=$((failures + 1))
+    done
+    [ -n "$text" ] && recreations+="Decoder recreations with hwaccel = \"$mode\" (each must be ≥ 1): ${text%, }. "
 }
 
 # The device lost mid-stream (injected after 20 frames): the stream goes on in software from its GOP, bit-exact.
@@ -276,7 +292,7 @@ fallback() {
     config_for cuda >"$work/fallback.toml"
     start_daemon fallback "$work/fallback.toml" STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES=20 || return
     local verdict fallbacks
-    verdict=$(exact_run fallback h264-1080p tcp "$(awk '$1 == "h264-1080p" { print $6 }' "$kit/media/clips.txt")" 1 1920)
+    verdict=$(exact_run fallback h264-1080p tcp "$(awk '$1 == "h264-1080p" { print $6 }' "$kit/media/clips.txt")" 1 1920 one)
     fallbacks=$(metric streamrecvd_decoder_hardware_fallbacks_total kit-h264-1080p-tcp)
     stop_daemon
     [ "$verdict" = exact ] && [ "$fallbacks" -ge 1 ] || failures=$((failures + 1))

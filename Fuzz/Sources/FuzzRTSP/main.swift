@@ -2,14 +2,16 @@ import Bitstream
 import FuzzSupport
 
 /// What an RTSP server sends, as the client reads it: the connection's bytes split as the first input byte says
-/// (1 to 256 per append), each response's body read as SDP and each WWW-Authenticate header as a challenge, and
-/// each interleaved frame's payload read as RTCP. Nothing may trap, and no more bytes come out than went in.
+/// (1 to 256 per append), each response's body read as SDP and each WWW-Authenticate header as a challenge, each
+/// Transport header parsed, and each interleaved frame's payload read as RTCP and passed through the media gate.
+/// Nothing may trap, and no more bytes come out than went in.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRTSP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytes(data, size)
     guard let control = input.first else { return 0 }
     let chunk = Int(control) + 1
     var parser = RTSPStreamParser()
+    var gate = RTSPMediaGate(serverPorts: nil, interleaved: true, ssrc: nil)
     var offset = 1
     var out = 0
     while offset < input.count {
@@ -24,6 +26,8 @@ public func fuzzRTSP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                     if let text = String(validating: response.body, as: UTF8.self) {
                         _ = try? SessionDescription(parsing: text)
                     }
+                    if let transport = response.header("Transport") { _ = RTSPTransportHeader(parsing: transport) }
+                    _ = RTSPChallenge.offer(in: response.headers(named: "WWW-Authenticate"), allowingBasic: false)
                     if let challenge = RTSPChallenge(headers: response.headers(named: "WWW-Authenticate")) {
                         _ = challenge.authorization(user: "u", password: "p", method: "DESCRIBE", uri: "rtsp://h/",
                                                     count: 1, clientNonce: "c") { _ in [UInt8](repeating: 0, count: 16) }
@@ -33,6 +37,7 @@ public func fuzzRTSP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 case .interleaved(_, let payload):
                     out += payload.count
                     _ = payload.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }
+                    _ = payload.withUnsafeBytes { gate.admitRTP($0, fromPort: nil) }
                 }
             }
         } catch {

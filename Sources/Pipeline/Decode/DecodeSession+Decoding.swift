@@ -79,6 +79,7 @@ extension DecodeSession {
     func publish(_ frame: DecodedFrame) {
         let decodedAt = MonotonicClock.nanoseconds()
         telemetry.count(.frameDecoded)
+        if let connection { worker.activity.decodedFrame(connection, at: decodedAt) }
         let meta = pending.take(frame.pts)
         if meta?.afterLoss == true && configuration.lossPolicy == .keyframe {
             telemetry.dropped(.withheld)

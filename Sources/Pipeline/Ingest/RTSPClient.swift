@@ -34,13 +34,19 @@ enum RTSPClientState: Sendable, Equatable, CustomStringConvertible {
 /// source = "rtsp://…": the daemon as the RTSP client, one session at a time. A session that fails or ends is
 /// followed by another after a capped exponential backoff (0.1 s doubling to 1 s, so a camera that reboots is
 /// streaming again within about a second of answering; up to 10 s after a refusal or a protocol error, and from
-/// 5 up to 30 s after a refused password, which cameras punish by locking the account). Each failure is counted by kind; a failure is logged when it differs from the last one
-/// logged (once per change of state, not once per attempt), and the state is in the stream's STATUS line.
+/// 5 up to 30 s after a refused password, which cameras punish by locking the account). The backoff starts over
+/// only after a session that lasted (`lastingSession`: still playing that long after PLAY, with a frame decoded): a
+/// server that sends a keyframe and closes is not asked again ten times a second. Each failure is counted by kind;
+/// a failure is logged when it differs from the last one logged (once per change of state, not once per attempt),
+/// and so is "playing": a session that keeps playing briefly and ending the same way is logged once, then at
+/// debug level. The state is in the stream's STATUS line.
 final class RTSPClient: Sendable {
     static let initialDelay = 0.1
     static let maximumDelay = 1.0
     static let maximumDelayUnauthorized = 30.0
     static let maximumDelayRefused = 10.0
+    /// How long a session must play (with a frame decoded) for the backoff to start over.
+    static let lastingSession = 5.0
 
     let source: RTSPSource
     let configuration: StreamConfiguration
@@ -51,6 +57,8 @@ final class RTSPClient: Sendable {
     private let finished = OneShotSignal()
     /// The session's connection, closed by `stop()` when the session does not end by itself at once.
     private let current = NIOLockedValueBox<RTSPConnection?>(nil)
+    /// What earlier sessions learnt about the server (it speaks Digest; it refuses interleaved TCP).
+    private let memory = NIOLockedValueBox(RTSPServerMemory())
 
     init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext) {
         self.source = source
@@ -95,47 +103,36 @@ final class RTSPClient: Sendable {
         }
         let logger = context.logger
         var nextID: ConnectionID = 1
-        var attempt = 1
-        var delay = Self.initialDelay
-        var lastLogged: String?
+        var policy = RTSPReconnectPolicy()
         while !isStopping {
-            enter(.connecting(attempt: attempt))
+            enter(.connecting(attempt: policy.attempt))
             let session = RTSPSession(source: source, configuration: configuration, worker: worker, context: context, id: nextID,
-                                      current: current)
+                                      current: current, memory: memory)
             nextID += 1
-            var played = false
+            var played: (what: String, at: UInt64)?
             let failure = await session.run(stopRequested: { isStopping }) { what in
-                played = true
+                played = (what, MonotonicClock.nanoseconds())
                 enter(.playing(what))
                 context.metrics.rtspSessions.increment()
                 context.metrics.rtspPlaying.record(1)
-                logger.info("RTSP session playing: \(what) from \(source.displayURL)")
-                lastLogged = nil
+                let line = "RTSP session playing: \(what) from \(source.displayURL)"
+                if policy.isNews(playing: what) { logger.info("\(line)") } else { logger.debug("\(line)") }
             }
             // Stopping: whatever cut the session short (its connection closed by stop()) is not a failure.
             guard let failure, !isStopping else { break }
             context.metrics.rtspPlaying.record(0)
             context.metrics.rtspFailure(failure.kind)
-            // The backoff starts over only after a session that delivered video: a server that accepts PLAY and
-            // then closes at once is not asked again ten times a second.
-            if played && worker.activity.lastProgress(of: nextID - 1) != nil {
-                attempt = 1
-                delay = Self.initialDelay
-            } else {
-                attempt += 1
-            }
-            if case .unauthorized = failure { delay = max(delay, 5) }
-            let message = played ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
-            if lastLogged != failure.description {
+            let lasted = played.map { MonotonicClock.nanoseconds() &- $0.at >= UInt64(Self.lastingSession * 1e9) } ?? false
+            let delay = policy.ended(failure, played: played?.what, lasted: lasted && worker.activity.lastDecoded(of: nextID - 1) != nil)
+            let message = played != nil ? "RTSP session ended: \(failure); reconnecting" : "RTSP \(source.displayURL): \(failure); retrying"
+            if delay.isNews {
                 logger.warning("\(message) (backoff up to \(String(Self.cap(for: failure), decimals: 0)) s)")
-                lastLogged = failure.description
             } else {
-                logger.debug("\(message) (attempt \(attempt))")
+                logger.debug("\(message) (attempt \(policy.attempt))")
             }
-            enter(.retrying(failure: failure.description, attempt: attempt - 1, delay: delay))
-            let resume = MonotonicClock.nanoseconds() + UInt64(delay * 1e9)
+            enter(.retrying(failure: failure.description, attempt: policy.attempt - 1, delay: delay.seconds))
+            let resume = MonotonicClock.nanoseconds() + UInt64(delay.seconds * 1e9)
             while !isStopping, MonotonicClock.nanoseconds() < resume { try? await Task.sleep(nanoseconds: 20_000_000) }
-            delay = min(delay * 2, Self.cap(for: failure))
         }
     }
 
@@ -144,8 +141,39 @@ final class RTSPClient: Sendable {
     static func cap(for failure: RTSPFailure) -> Double {
         switch failure {
         case .unauthorized: maximumDelayUnauthorized
-        case .refused, .protocolError: maximumDelayRefused
+        case .refused, .protocolError, .undecodable, .insecureAuthentication, .redirected, .redirectRefused: maximumDelayRefused
         default: maximumDelay
         }
+    }
+}
+
+/// An RTSP client's backoff and its once-per-change logging, as a value. The backoff starts over only after a
+/// session that lasted; a failure is news when it differs from the last one logged, and "playing" is news unless
+/// the last session played the same and ended before it lasted (a play→end cycle is logged once).
+struct RTSPReconnectPolicy: Equatable {
+    private(set) var attempt = 1
+    /// The wait before the next attempt.
+    private var delay = RTSPClient.initialDelay
+    private var lastLogged: String?
+    /// What the last session played, when it ended before it lasted.
+    private var shortPlay: String?
+
+    func isNews(playing what: String) -> Bool { shortPlay != what }
+
+    /// A session ended, or an attempt failed, with `failure`, having played `played` (nil: never got to PLAY);
+    /// `lasted`: long enough, with video, to start the backoff over. Returns the wait and whether to log it as news.
+    mutating func ended(_ failure: RTSPFailure, played: String?, lasted: Bool) -> (seconds: Double, isNews: Bool) {
+        if lasted {
+            (attempt, delay, lastLogged, shortPlay) = (1, RTSPClient.initialDelay, nil, nil)
+        } else {
+            attempt += 1
+            shortPlay = played
+        }
+        if case .unauthorized = failure { delay = max(delay, 5) }
+        let news = lastLogged != failure.description
+        lastLogged = failure.description
+        let wait = delay
+        delay = min(delay * 2, RTSPClient.cap(for: failure))
+        return (wait, news)
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SharedFrames
 
 /// Why one RTSP session attempt ended, or could not start.
 enum RTSPFailure: Error, Equatable, CustomStringConvertible {
@@ -22,6 +23,16 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
     case stalled(seconds: Double)
     /// The server said RTCP BYE: the stream ended.
     case ended
+    /// The session played, packets arrived, but no frame decoded for the stall limit (no parameter sets anywhere,
+    /// or not the codec the SDP names).
+    case undecodable(seconds: Double)
+    /// The password was not sent: the server asks for Basic (in clear) where that is not allowed, or offers
+    /// Digest only in a form this client does not speak next to Basic.
+    case insecureAuthentication(String)
+    /// A redirect (301, 302, 303, 307) to follow: its Location. Handled within the session.
+    case redirected(String)
+    /// A redirect not followed: too many, to another scheme, or unusable.
+    case redirectRefused(String)
 
     /// The metric label, and the key for logging each kind once per change.
     var kind: String {
@@ -34,10 +45,14 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
         case .closed: "closed"
         case .stalled: "stalled"
         case .ended: "ended"
+        case .undecodable: "undecodable"
+        case .insecureAuthentication: "insecure_auth"
+        case .redirected, .redirectRefused: "redirect"
         }
     }
 
-    static let kinds = ["unreachable", "unauthorized", "refused", "protocol", "timeout", "closed", "stalled", "ended"]
+    static let kinds = ["unreachable", "unauthorized", "refused", "protocol", "timeout", "closed", "stalled", "ended", "undecodable",
+                        "insecure_auth", "redirect"]
 
     var description: String {
         switch self {
@@ -50,6 +65,11 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
         case .closed: "the server closed the connection"
         case .stalled(let seconds): "no video for \((seconds * 10).rounded() / 10) s"
         case .ended: "the server ended the stream (RTCP BYE)"
+        case .undecodable(let seconds):
+            "nothing decodable for \((seconds * 10).rounded() / 10) s: packets arrive, but no frame decodes (no parameter sets, or another codec than the SDP's)"
+        case .insecureAuthentication(let why): "authentication refused: \(why)"
+        case .redirected: "the server answered with a redirect where none is followed (only OPTIONS and DESCRIBE are redirected)"
+        case .redirectRefused(let why): "redirect not followed: \(why)"
         }
     }
 }
@@ -68,6 +88,23 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Why the connection ended (read by the session task).
     let failure = NIOLockedValueBox<RTSPFailure?>(nil)
     private var context: ChannelHandlerContext?
+    /// Reads pause while the decode thread is behind (back-pressure on the server) and while the server sends more
+    /// than `InterleavedIntakeBudget` allows of what does not become video; never while a request waits for its
+    /// answer (a keep-alive's answer is behind the media in the byte stream).
+    private var reading = ReadState.flowing
+    private var budget = InterleavedIntakeBudget()
+    /// Interleaved bytes on the RTP channel refused in a row (not the session's RTP); past the limit the server is
+    /// flooding us with what we would only read and drop, and the connection ends.
+    private var refusedInARow = 0
+    static let refusedLimit = 16 << 20
+
+    enum ReadState {
+        case flowing
+        /// Until the decode thread has drained its backlog.
+        case behind
+        /// Until the intake budget's window ends.
+        case throttled
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -80,6 +117,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         pending.append(promise)
+        resumeReading()
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: request)), promise: nil)
     }
 
@@ -111,6 +149,42 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
+    /// Stops reading until `worker` has drained its backlog (on the event loop); not while a request is pending.
+    func pauseReading(until worker: StreamWorker) {
+        guard pause(.behind) else { return }
+        let loop = context?.eventLoop
+        worker.whenDrained { loop?.execute { self.resumeReading() } }
+    }
+
+    private func pause(_ state: ReadState) -> Bool {
+        guard let context, pending.isEmpty, case .flowing = reading else { return false }
+        reading = state
+        try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+        return true
+    }
+
+    private func resumeReading() {
+        guard let context else { return }
+        if case .flowing = reading { return }
+        reading = .flowing
+        try? context.channel.syncOptions?.setOption(.autoRead, value: true)
+        context.read()
+    }
+
+    /// The session's verdict on an RTP-channel frame of `bytes`: `productive` when it went to the decode thread
+    /// while frames decode. Refused ones in a row past the limit end the connection; unproductive ones past the
+    /// budget pause reading until the budget's window ends.
+    func noteRTP(accepted: Bool, productive: Bool, bytes: Int) {
+        refusedInARow = accepted ? 0 : refusedInARow + bytes
+        guard let context else { return }
+        if refusedInARow > Self.refusedLimit {
+            return fail(.protocolError("the server floods the connection with interleaved data that is not the session's RTP"), context: context)
+        }
+        let now = MonotonicClock.nanoseconds()
+        guard !productive, let resume = budget.note(unproductive: bytes, now: now), pause(.throttled) else { return }
+        context.eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) { self.resumeReading() }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         fail(.closed, context: context)
         context.fireChannelInactive()
@@ -129,6 +203,27 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         pending = []
         for promise in waiting { promise.fail(first) }
         context.close(promise: nil)
+    }
+}
+
+/// How many bytes an RTSP server may send per second over the connection that do not become video (refused,
+/// dropped while the decode thread is behind, or taken while nothing decodes): a camera's junk is far below it, a
+/// flood of garbage is read no faster (and so costs little CPU, to the reader and to the decoder).
+struct InterleavedIntakeBudget {
+    static let windowNanoseconds: UInt64 = 1_000_000_000
+    static let unproductiveBytesPerWindow = 8 << 20
+    private var windowStart: UInt64 = 0
+    private var unproductive = 0
+
+    /// Notes `bytes` that did not become video at `now`; returns when reading may resume once the window's budget
+    /// is spent (nil while it is not).
+    mutating func note(unproductive bytes: Int, now: UInt64) -> UInt64? {
+        if now &- windowStart >= Self.windowNanoseconds {
+            windowStart = now
+            unproductive = 0
+        }
+        unproductive += bytes
+        return unproductive > Self.unproductiveBytesPerWindow ? windowStart + Self.windowNanoseconds : nil
     }
 }
 
@@ -185,6 +280,9 @@ final class RTSPConnection: Sendable {
             throw .protocolError("\(error)")
         }
     }
+
+    /// Back-pressure: no more reads until `worker` drains (called on the event loop).
+    func pauseReading(until worker: StreamWorker) { handler.pauseReading(until: worker) }
 
     /// Writes an interleaved frame (RTCP to the server, over TCP).
     func writeInterleaved(channel number: UInt8, _ payload: [UInt8]) {

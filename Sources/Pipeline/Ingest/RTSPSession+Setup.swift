@@ -24,30 +24,10 @@ extension RTSPSession {
 
     /// "interleaved=0-1" or "server_port=6970-6971" from a Transport header.
     static func transportParameter(_ name: String, in transport: String) -> (first: Int, second: Int)? {
-        for item in transport.split(separator: ";") {
-            let pair = item.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: " \t").lowercased() == name else { continue }
-            let numbers = pair[1].split(separator: "-").compactMap { Int($0.trimmingCharacters(in: " \t")) }
-            guard let first = numbers.first, (0...65535).contains(first) else { return nil }
-            let second = numbers.count > 1 ? numbers[1] : first + 1
-            guard (0...65535).contains(second) else { return nil }
-            return (first, second)
-        }
-        return nil
+        RTSPTransportHeader.pair(name, in: transport).map { ($0.first, $0.second) }
     }
 
     /// The Session header's timeout (seconds, RFC 2326 §12.37), 60 when absent.
-    /// The Transport reply's source= address (RFC 2326 §12.39), when it names one.
-    static func transportSource(in transport: String) -> String? {
-        for item in transport.split(separator: ";") {
-            let pair = item.split(separator: "=", maxSplits: 1)
-            if pair.count == 2, pair[0].trimmingCharacters(in: " \t").lowercased() == "source" {
-                return pair[1].trimmingCharacters(in: " \t\"")
-            }
-        }
-        return nil
-    }
-
     static func sessionTimeout(_ header: String) -> Int {
         for item in header.split(separator: ";").dropFirst() {
             let pair = item.split(separator: "=", maxSplits: 1)
@@ -70,9 +50,10 @@ extension RTSPSession {
     /// Datagrams from any address but the server's are ignored (and counted).
     func bindPortPair(near control: Channel) async throws(RTSPFailure) -> (rtp: Channel, rtcp: Channel) {
         let host = control.localAddress?.ipAddress ?? "0.0.0.0"
-        let rtpHandler = RTSPDatagramHandler(server: mediaSource, deliver: Self.deliverer(worker: worker, statistics: statistics, id: id),
-                                             rtcp: nil, context: context)
-        let rtcpHandler = RTSPDatagramHandler(server: mediaSource, deliver: nil, rtcp: rtcpReceiver, context: context)
+        let rtpHandler = RTSPDatagramHandler(server: mediaSource, gate: gate, deliver: Self.deliverer(worker: worker, statistics: statistics, id: id),
+                                             rtcp: nil, refuse: refusalReporter, context: context)
+        let rtcpHandler = RTSPDatagramHandler(server: mediaSource, gate: gate, deliver: nil, rtcp: rtcpReceiver, refuse: refusalReporter,
+                                              context: context)
         for _ in 0..<32 {
             do {
                 let rtp = try await DatagramBootstrap(group: control.eventLoop)
@@ -105,39 +86,48 @@ extension RTSPSession {
     }
 }
 
-/// RTP or RTCP datagrams of an rtsp_transport = "udp" session. Only the server's address may send: anything else
-/// is ignored, counted as refused (not_allowed) and logged at most once per 10 s.
+/// RTP or RTCP datagrams of an rtsp_transport = "udp" session. Only the server may send: its address, its ports and
+/// its SSRC (`RTSPMediaGate`); anything else is ignored, counted as refused (not_allowed) and logged at most once
+/// per 10 s per kind.
 final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     /// A receive buffer per datagram of a vector read: a jumbo frame's worth.
     static let messageBytes = 9216
 
-    /// The address RTP may come from (set before SETUP, changed by the reply's source=).
+    /// The RTSP server's address.
     private let server: NIOLockedValueBox<SocketAddress?>
+    private let gate: NIOLockedValueBox<RTSPMediaGate?>
     /// The RTP port's handler delivers packets; the RTCP port's reads the server's reports.
     private let deliver: ((UnsafeRawBufferPointer) -> Bool)?
     private let rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?
+    private let refuse: @Sendable (RTSPMediaGate.Verdict?, String) -> Void
     private let context: RTSPClientContext
     private var log: RateLimitedLogger
 
-    init(server: NIOLockedValueBox<SocketAddress?>, deliver: ((UnsafeRawBufferPointer) -> Bool)?, rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?,
+    init(server: NIOLockedValueBox<SocketAddress?>, gate: NIOLockedValueBox<RTSPMediaGate?>, deliver: ((UnsafeRawBufferPointer) -> Bool)?,
+         rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?, refuse: @escaping @Sendable (RTSPMediaGate.Verdict?, String) -> Void,
          context: RTSPClientContext) {
         self.server = server
+        self.gate = gate
         self.deliver = deliver
         self.rtcp = rtcp
+        self.refuse = refuse
         self.context = context
         log = RateLimitedLogger(logger: context.logger)
     }
 
     func channelRead(context channelContext: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        guard envelope.remoteAddress.ipAddress == server.withLockedValue({ $0?.ipAddress }) else {
+        let from = envelope.remoteAddress
+        guard from.ipAddress == server.withLockedValue({ $0?.ipAddress }) else {
             context.metrics.refused(.notAllowed)
-            log.log(.warning, key: "rtsp-foreign", now: MonotonicClock.nanoseconds(),
-                    "datagrams from \(envelope.remoteAddress), not the RTSP server, ignored")
+            log.log(.warning, key: "rtsp-foreign", now: MonotonicClock.nanoseconds(), "datagrams from \(from), not the RTSP server, ignored")
             return
         }
         if let deliver {
+            let verdict = envelope.data.withUnsafeReadableBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: from.port) } }
+            if verdict != .accepted { refuse(verdict, "\(from.ipAddress ?? "?")") }
+            guard verdict?.isAccepted == true else { return }
             // A datagram that filled its buffer may have been cut short; one dropped while the decode thread is
             // behind is not queued. Either way its sequence number reports the loss downstream.
             guard envelope.data.readableBytes < Self.messageBytes,
@@ -146,6 +136,12 @@ final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
         } else if let rtcp {
+            guard gate.withLockedValue({ $0?.admitsRTCP(fromPort: from.port) }) == true else {
+                context.metrics.refused(.notAllowed)
+                log.log(.warning, key: "rtsp-rtcp-port", now: MonotonicClock.nanoseconds(),
+                        "RTCP from \(from), not the server's RTCP port, ignored")
+                return
+            }
             rtcp(envelope.data.withUnsafeReadableBytes { RTPReceptionStatistics.news(in: $0) })
         }
     }

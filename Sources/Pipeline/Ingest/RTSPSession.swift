@@ -18,47 +18,71 @@ struct RTPSessionMedia: Sendable, Equatable {
     var parameterSets: [[UInt8]]
 }
 
-/// One RTSP session, from connecting to its end (RFC 2326): OPTIONS, DESCRIBE, SETUP (interleaved TCP or a UDP
-/// port pair), PLAY; then keep-alives, RTCP receiver reports, and a watch for the server going away or going
-/// quiet. The RTP goes to the decode thread as rtp:// packets do, and the marker bit closes each access unit.
-/// The credentials go only into Authorization headers, never into a URL, log line or error.
+/// What an RTSP client remembers from one session to the next about its server.
+struct RTSPServerMemory: Sendable {
+    enum Authentication: Sendable { case unknown, digest }
+    enum Interleaving: Sendable { case untried, refused }
+    /// `.digest` once the server asked for Digest: a later request for Basic is a downgrade, never answered.
+    var authentication = Authentication.unknown
+    /// `.refused` once the server answered 461 to interleaved TCP: later sessions go straight to UDP.
+    var interleaving = Interleaving.untried
+}
+
+/// One RTSP session, from connecting to its end (RFC 2326): OPTIONS, DESCRIBE (following up to
+/// `maximumRedirects` redirects), SETUP (interleaved TCP or a UDP port pair), PLAY; then keep-alives, RTCP receiver
+/// reports, and a watch for the server going away, going quiet, or sending nothing that decodes. The RTP goes to
+/// the decode thread as rtp:// packets do, and the marker bit closes each access unit. The credentials go only
+/// into Authorization headers, never into a URL, log line or error, and only to the configured host and port.
 final class RTSPSession {
+    static let maximumRedirects = 3
+
+    /// The configured source; `target` is where the session ended up after redirects.
     let source: RTSPSource
+    var target: RTSPSource
     let configuration: StreamConfiguration
     let worker: StreamWorker
     let context: RTSPClientContext
     let id: ConnectionID
-    private var connection: RTSPConnection?
-    private var cseq = 0
-    private var challenge: RTSPChallenge?
-    private var nonceCount = 0
-    private var sessionHeader: String?
-    private var supportsGetParameter = false
-    private var udp: (rtp: Channel, rtcp: Channel)?
-    /// Sends RTCP to the server: on the interleaved channel, or to its RTCP port (nil: the server named none).
-    private var rtcpSender: (@Sendable ([UInt8]) -> Void)?
+    let memory: NIOLockedValueBox<RTSPServerMemory>
+    var connection: RTSPConnection?
+    var cseq = 0
+    var challenge: RTSPChallenge?
+    var nonceCount = 0
+    var sessionHeader: String?
+    var sessionTimeoutSeconds = 60
+    var supportsGetParameter = false
+    var udp: (rtp: Channel, rtcp: Channel)?
+    /// Sends RTCP to the server: on the interleaved channel, or to its RTCP port (nil: not known yet).
+    var rtcpSender: (@Sendable ([UInt8]) -> Void)?
     let statistics: NIOLockedValueBox<RTPReceptionStatistics>
-    /// Set when the server's RTCP says BYE: the stream has ended (a file served to its end, a camera going down).
+    /// Which packets are the server's: nil until SETUP's answer (nothing is accepted before).
+    let gate = NIOLockedValueBox<RTSPMediaGate?>(nil)
+    /// Refused packets, logged at most once per 10 s per kind.
+    let refusals: NIOLockedValueBox<RateLimitedLogger>
+    /// Set when the server's RTCP says BYE for its source: the stream has ended.
     let goodbyeReceived = NIOLockedValueBox(false)
-    private let ownSSRC = UInt32.random(in: 1...UInt32.max)
+    let ownSSRC = UInt32.random(in: 1...UInt32.max)
     private var enqueuedConnection = false
 
     /// The URL the session as a whole is controlled with (PLAY, TEARDOWN), once described.
-    private var sessionURL: String?
-    /// The address RTP comes from (the RTSP peer, or the Transport reply's source=); read by the UDP handlers.
+    var sessionURL: String?
+    /// The RTSP server's address: RTP and RTCP are taken only from it, and RTCP goes only to it.
     let mediaSource = NIOLockedValueBox<SocketAddress?>(nil)
     /// Where the client can close the connection to stop a session that is still setting up.
     private let current: NIOLockedValueBox<RTSPConnection?>
 
     init(source: RTSPSource, configuration: StreamConfiguration, worker: StreamWorker, context: RTSPClientContext, id: ConnectionID,
-         current: NIOLockedValueBox<RTSPConnection?>) {
+         current: NIOLockedValueBox<RTSPConnection?>, memory: NIOLockedValueBox<RTSPServerMemory>) {
         self.current = current
         self.source = source
+        target = source
         self.configuration = configuration
         self.worker = worker
         self.context = context
         self.id = id
+        self.memory = memory
         statistics = NIOLockedValueBox(RTPReceptionStatistics(clockRate: 90000))
+        refusals = NIOLockedValueBox(RateLimitedLogger(logger: context.logger))
     }
 
     /// Runs the session until it fails, the server ends it, or `stopRequested` says so (then TEARDOWN is sent).
@@ -74,7 +98,7 @@ final class RTSPSession {
         // A session that is over is torn down, so that the server stops sending (and frees its slot: cameras
         // allow few sessions) before the next one starts.
         if let connection, connection.channel.isActive, sessionHeader != nil {
-            _ = try? await request(method: "TEARDOWN", url: sessionURL ?? source.url, timeout: .milliseconds(300), anyStatus: true)
+            _ = try? await request(method: "TEARDOWN", url: sessionURL ?? target.url, timeout: .milliseconds(300), anyStatus: true)
         }
         current.withLockedValue { $0 = nil }
         if configuration.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
@@ -98,14 +122,8 @@ final class RTSPSession {
     }
 
     private func play(stopRequested: () -> Bool, playing: (String) -> Void) async throws(RTSPFailure) {
-        let connection = try await RTSPConnection.connect(host: source.host, port: source.port, group: context.group)
-        self.connection = connection
-        current.withLockedValue { $0 = connection }
-        if stopRequested() { return }
-        let options = try await request("OPTIONS", url: source.url)
-        supportsGetParameter = options.header("Public")?.uppercased().contains("GET_PARAMETER") ?? false
-        if stopRequested() { return }
-        let description = try await request("DESCRIBE", url: source.url, headers: [("Accept", "application/sdp")])
+        let (description, redirects) = try await describe(stopRequested: stopRequested)
+        guard let description, let connection else { return }
         let sdp: SessionDescription
         do {
             sdp = try SessionDescription(parsing: String(decoding: description.body, as: UTF8.self))
@@ -122,47 +140,14 @@ final class RTSPSession {
         if let codec = configuration.codec, codec != video.codec {
             throw .protocolError("the server sends \(video.codec.rawValue), but codec = \"\(codec.rawValue)\"")
         }
-        let base = Self.contentBase(description, requestURL: source.url)
+        let base = Self.contentBase(description, requestURL: target.url)
         let mediaURL = Self.resolve(video.control, base: base)
         let sessionURL = sdp.control.map { $0 == "*" ? base : Self.resolve($0, base: base) } ?? base
         self.sessionURL = sessionURL
         statistics.withLockedValue { $0 = RTPReceptionStatistics(clockRate: video.clockRate) }
 
         if stopRequested() { return }
-        switch source.transport {
-        case .tcp:
-            let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")])
-            try takeSession(from: setup)
-            let transport = setup.header("Transport") ?? ""
-            guard transport.uppercased().contains("/TCP") else {
-                throw .protocolError("the server did not accept interleaved TCP (Transport: \(transport.prefix(100))); try rtsp_transport = \"udp\"")
-            }
-            let channels = Self.transportParameter("interleaved", in: transport) ?? (0, 1)
-            rtcpSender = { [connection] bytes in connection.writeInterleaved(channel: UInt8(truncatingIfNeeded: channels.second), bytes) }
-            routeInterleaved(rtpChannel: UInt8(truncatingIfNeeded: channels.first), rtcpChannel: UInt8(truncatingIfNeeded: channels.second),
-                             on: connection)
-        case .udp:
-            guard var server = connection.channel.remoteAddress else { throw .closed }
-            mediaSource.withLockedValue { $0 = server }
-            let pair = try await bindPortPair(near: connection.channel)
-            udp = pair
-            let port = pair.rtp.localAddress?.port ?? 0
-            let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP;unicast;client_port=\(port)-\(port + 1)")])
-            try takeSession(from: setup)
-            let transport = setup.header("Transport") ?? ""
-            // A media server apart from the RTSP server names itself (source=): RTP comes from there, RTCP goes there.
-            if let address = Self.transportSource(in: transport), let media = try? SocketAddress(ipAddress: address, port: 0) {
-                server = media
-                mediaSource.withLockedValue { $0 = media }
-            }
-            if let ports = Self.transportParameter("server_port", in: transport) {
-                var destination = server
-                destination.port = ports.second
-                rtcpSender = { [rtcp = pair.rtcp, destination] bytes in
-                    rtcp.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: rtcp.allocator.buffer(bytes: bytes)), promise: nil)
-                }
-            }
-        }
+        let how = try await setUp(mediaURL: mediaURL, on: connection)
         // The decode thread learns the session before its first packet: PLAY's answer may follow the RTP.
         worker.enqueue(.connected(id, remote: source.displayURL))
         worker.enqueue(.rtpSession(id, RTPSessionMedia(codec: video.codec, payloadType: video.payloadType,
@@ -172,7 +157,7 @@ final class RTSPSession {
         if stopRequested() { return }
         _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
         if stopRequested() { return }
-        playing("\(video.codec.rawValue) over \(source.transport == .tcp ? "interleaved TCP" : "UDP")")
+        playing("\(video.codec.rawValue) over \(how)" + (redirects > 0 ? " (redirected to \(target.displayURL))" : ""))
     }
 
     /// Keep-alives and receiver reports until the session ends; nil when stopped.
@@ -180,6 +165,8 @@ final class RTSPSession {
         guard let connection else { return .closed }
         let start = MonotonicClock.nanoseconds()
         // idle_timeout: no video for that long ends the session (0: never; keep-alives still notice a dead server).
+        // Slices that arrive but never decode (no parameter sets anywhere, another codec than the SDP's) are not
+        // video: no frame decoded for that long ends it too.
         let stallLimit = configuration.idleTimeout > 0 ? UInt64(configuration.idleTimeout * 1e9) : UInt64.max
         // Half the server's session timeout (60 s unless it said otherwise).
         let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
@@ -192,6 +179,8 @@ final class RTSPSession {
             let now = MonotonicClock.nanoseconds()
             let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
             if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
+            let undecoded = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastDecoded(of: id), now: now)
+            if undecoded > stallLimit { return .undecodable(seconds: Double(undecoded) / 1e9) }
             if goodbyeReceived.withLockedValue({ $0 }) { return .ended }
             // No packet for a second: is the server still there? A camera that lost power or rebooted sent no FIN;
             // its old connection answers a request with a reset (or not at all): the session ends now and the next
@@ -215,106 +204,49 @@ final class RTSPSession {
         }
     }
 
-    /// GET_PARAMETER when the server lists it, else OPTIONS. Any answer says the server is alive: some list
-    /// GET_PARAMETER and answer an empty one with 451.
-    private func keepAlive(timeout: TimeAmount) async throws(RTSPFailure) {
-        _ = try await request(method: supportsGetParameter ? "GET_PARAMETER" : "OPTIONS", url: sessionURL ?? source.url,
-                              timeout: timeout, anyStatus: true)
-    }
-
-    /// One request; a 401 is answered with the credentials (Digest preferred), and later requests carry them. A
-    /// second 401 fails, unless its challenge says the nonce went stale (then the new one is tried once more).
-    private func request(_ method: String, url: String, headers: [(String, String)] = []) async throws(RTSPFailure) -> RTSPResponse {
-        try await request(method: method, url: url, headers: headers, timeout: RTSPConnection.answerTimeout, anyStatus: false)
-    }
-
-    private func request(method: String, url: String, headers: [(String, String)] = [], timeout: TimeAmount = RTSPConnection.answerTimeout,
-                         anyStatus: Bool) async throws(RTSPFailure) -> RTSPResponse {
-        guard let connection else { throw .closed }
-        var retried = false
+    /// Connects, asks OPTIONS and DESCRIBE, and follows redirects (301, 302, 303, 307: at most `maximumRedirects`,
+    /// rtsp:// only, the credentials kept only for the same host and port). Nil when stopped meanwhile.
+    private func describe(stopRequested: () -> Bool) async throws(RTSPFailure) -> (RTSPResponse?, redirects: Int) {
+        var redirects = 0
         while true {
-            cseq += 1
-            var all = headers
-            if let sessionHeader { all.append(("Session", sessionHeader)) }
-            let sentCredentials = challenge != nil && source.user != nil
-            if let challenge, let user = source.user {
-                nonceCount += 1
-                all.append(("Authorization", challenge.authorization(
-                    user: user, password: source.password?.text ?? "", method: method, uri: url, count: nonceCount,
-                    clientNonce: String(UInt64.random(in: 0...UInt64.max), radix: 16), md5: Self.md5)))
-            }
-            let response = try await connection.request(method, url: url, cseq: cseq, headers: all, timeout: timeout)
-            if response.statusCode == 401 && !anyStatus {
-                guard source.user != nil else { throw .unauthorized(credentialsSent: false) }
-                guard let offered = RTSPChallenge(headers: response.headers(named: "WWW-Authenticate")) else {
-                    throw .protocolError("the server asks for an authentication this client does not speak (it speaks Digest MD5 and Basic)")
+            let connection = try await RTSPConnection.connect(host: target.host, port: target.port, group: context.group)
+            self.connection = connection
+            current.withLockedValue { $0 = connection }
+            if stopRequested() { return (nil, redirects) }
+            do {
+                let options = try await request("OPTIONS", url: target.url)
+                supportsGetParameter = options.header("Public")?.uppercased().contains("GET_PARAMETER") ?? false
+                if stopRequested() { return (nil, redirects) }
+                return (try await request("DESCRIBE", url: target.url, headers: [("Accept", "application/sdp")]), redirects)
+            } catch .redirected(let location) {
+                redirects += 1
+                guard redirects <= Self.maximumRedirects else {
+                    throw .redirectRefused("more than \(Self.maximumRedirects) redirects")
                 }
-                guard !retried, !sentCredentials || offered.stale else { throw .unauthorized(credentialsSent: true) }
-                retried = true
-                challenge = offered
-                nonceCount = 0
-                continue
-            }
-            guard anyStatus || (200..<300).contains(response.statusCode) else {
-                throw .refused(method: method, status: response.statusCode, reason: String(response.reason.prefix(100)))
-            }
-            return response
-        }
-    }
-
-    private func takeSession(from response: RTSPResponse) throws(RTSPFailure) {
-        guard let header = response.header("Session"), let id = header.split(separator: ";").first?.trimmingCharacters(in: " \t"), !id.isEmpty else {
-            throw .protocolError("SETUP's answer has no Session header")
-        }
-        sessionHeader = id
-        sessionTimeoutSeconds = Self.sessionTimeout(header)
-    }
-
-    private var sessionTimeoutSeconds = 60
-
-    /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
-    private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
-        let (worker, statistics, id) = (self.worker, self.statistics, self.id)
-        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id)
-        let note = rtcpReceiver
-        let lost = context.metrics.datagramsLost
-        connection.channel.eventLoop.execute {
-            connection.handler.interleaved = { channel, payload in
-                // Dropped while the decode thread is behind, as over UDP (the sequence gap reports the loss): pausing
-                // the reads instead would hold back the server's answers too, and its keep-alives would time out.
-                if channel == rtpChannel, !payload.withUnsafeBytes(deliver) { lost.increment() }
-                if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
+                target = try Self.redirectTarget(location, from: target, configured: source)
+                connection.close()
+                (cseq, challenge, nonceCount) = (0, nil, 0)
+                context.logger.debug("RTSP \(source.displayURL) redirects to \(target.displayURL)")
             }
         }
     }
 
-    /// What the server's RTCP says: sender reports go to the statistics (for the RR's delay fields), BYE ends.
-    var rtcpReceiver: @Sendable (RTPReceptionStatistics.SenderNews) -> Void {
-        { [statistics, goodbyeReceived] news in
-            if let ntp = news.senderReportTimestamp {
-                statistics.withLockedValue { $0.recordSenderReport(ntpTimestamp: ntp, arrival: MonotonicClock.nanoseconds()) }
-            }
-            if news.goodbye { goodbyeReceived.withLockedValue { $0 = true } }
+    /// Where a Location header sends the session: an rtsp:// URL, without the credentials it may carry (the
+    /// server's are never taken), with the configured ones only when host and port are the configured ones.
+    static func redirectTarget(_ location: String, from current: RTSPSource, configured: RTSPSource) throws(RTSPFailure) -> RTSPSource {
+        let trimmed = location.trimmingCharacters(in: " \t")
+        guard trimmed.lowercased().hasPrefix("rtsp://") else {
+            let scheme = trimmed.prefix { $0 != ":" }.prefix(16)
+            throw .redirectRefused("a redirect to another scheme (\(scheme)) is not followed; only rtsp:// is")
         }
-    }
-
-    /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
-    /// decode thread is behind: the sequence gap then flags the loss.
-    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID)
-        -> (UnsafeRawBufferPointer) -> Bool {
-        { payload in
-            if !worker.acceptsMoreBytes { return false }
-            let now = MonotonicClock.nanoseconds()
-            if payload.count >= 12 {
-                let sequence = UInt16(payload[2]) << 8 | UInt16(payload[3])
-                let timestamp = payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                let ssrc = payload[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                statistics.withLockedValue { $0.record(ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, arrival: now) }
-            }
-            var bytes = worker.bytePool.take()
-            bytes.append(contentsOf: payload)
-            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
-            return true
+        guard case .success(var next) = RTSPSource.parse("rtsp://" + trimmed.dropFirst("rtsp://".count)) else {
+            throw .redirectRefused("the redirect's Location is not a usable rtsp:// URL")
         }
+        let sameServer = next.host.lowercased() == configured.host.lowercased() && next.port == configured.port
+        next.user = sameServer ? configured.user : nil
+        next.password = sameServer ? configured.password : nil
+        next.transport = configured.transport
+        next.authentication = configured.authentication
+        return next
     }
 }

@@ -42,6 +42,18 @@ enum DisconnectReason: Sendable, CustomStringConvertible {
 /// progress: a connection that sends one zero byte every few seconds, or garbage, delivers no video.
 final class SenderActivity: Sendable {
     private let state = NIOLockedValueBox<(connection: ConnectionID, time: UInt64)>((0, 0))
+    /// The last frame decoded: slices that never decode (no parameter sets) are not video either.
+    private let decoded = NIOLockedValueBox<(connection: ConnectionID, time: UInt64)>((0, 0))
+
+    /// Decode thread: `id`'s video decoded into a frame at `now`.
+    func decodedFrame(_ id: ConnectionID, at now: UInt64) {
+        decoded.withLockedValue { $0 = (id, now) }
+    }
+
+    /// When `id`'s video last decoded into a frame; nil if it never did.
+    func lastDecoded(of id: ConnectionID) -> UInt64? {
+        decoded.withLockedValue { $0.connection == id ? $0.time : nil }
+    }
 
     /// Decode thread: `id` delivered valid video at `now`.
     func progressed(_ id: ConnectionID, at now: UInt64) {

@@ -1,0 +1,169 @@
+import Bitstream
+import CoreMetrics
+import Decoding
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import SharedFrames
+
+/// The session's media: SETUP over interleaved TCP or UDP, which packets are the server's (`RTSPMediaGate`), and
+/// where they go.
+extension RTSPSession {
+    /// SETUP; returns how the media travels ("interleaved TCP", "UDP"). A server that answers 461 (Unsupported
+    /// Transport) to interleaved TCP (VLC 3.0 does) is asked for UDP instead, in this session and the next ones.
+    func setUp(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) -> String {
+        guard target.transport == .tcp else { return try await setUpUDP(mediaURL: mediaURL, on: connection) }
+        if memory.withLockedValue({ $0.interleaving == .refused }) {
+            return try await setUpUDP(mediaURL: mediaURL, on: connection) + " (the server refuses interleaved TCP)"
+        }
+        do {
+            try await setUpInterleaved(mediaURL: mediaURL, on: connection)
+            return "interleaved TCP"
+        } catch .refused(method: "SETUP", status: 461, _) {
+            memory.withLockedValue { $0.interleaving = .refused }
+            context.logger.warning("""
+                RTSP \(source.displayURL): the server refuses interleaved TCP (461 Unsupported Transport); using UDP instead \
+                (set rtsp_transport = "udp" to ask for it first)
+                """)
+            return try await setUpUDP(mediaURL: mediaURL, on: connection) + " (the server refuses interleaved TCP)"
+        }
+    }
+
+    private func setUpInterleaved(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) {
+        let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")])
+        try takeSession(from: setup)
+        let text = setup.header("Transport") ?? ""
+        let transport = RTSPTransportHeader(parsing: text)
+        guard transport.isInterleaved else {
+            throw .protocolError("the server did not accept interleaved TCP (Transport: \(text.prefix(100))); try rtsp_transport = \"udp\"")
+        }
+        let channels = transport.interleaved ?? RTSPTransportHeader.Pair(first: 0, second: 1)
+        gate.withLockedValue { $0 = RTSPMediaGate(serverPorts: nil, interleaved: true, ssrc: transport.ssrc) }
+        rtcpSender = { [connection] bytes in connection.writeInterleaved(channel: UInt8(truncatingIfNeeded: channels.second), bytes) }
+        routeInterleaved(rtpChannel: UInt8(truncatingIfNeeded: channels.first), rtcpChannel: UInt8(truncatingIfNeeded: channels.second),
+                         on: connection)
+    }
+
+    private func setUpUDP(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) -> String {
+        guard let server = connection.channel.remoteAddress else { throw .closed }
+        mediaSource.withLockedValue { $0 = server }
+        let pair = try await bindPortPair(near: connection.channel)
+        udp = pair
+        let port = pair.rtp.localAddress?.port ?? 0
+        let setup = try await request("SETUP", url: mediaURL, headers: [("Transport", "RTP/AVP;unicast;client_port=\(port)-\(port + 1)")])
+        try takeSession(from: setup)
+        let transport = RTSPTransportHeader(parsing: setup.header("Transport") ?? "")
+        // source= may name another host: media from it would be anyone's, and our RTCP would go wherever the server
+        // aims it. Only the RTSP server's own address is used.
+        if let named = transport.source, named != server.ipAddress {
+            context.logger.warning("""
+                RTSP \(source.displayURL): the server names another media source (source=\(named.prefix(64))); ignored: \
+                RTP is taken from and RTCP sent to the RTSP server's address only
+                """)
+        }
+        gate.withLockedValue {
+            $0 = RTSPMediaGate(serverPorts: transport.serverPorts.map { ($0.first, $0.second) }, ssrc: transport.ssrc)
+        }
+        // To the server's RTCP port once known (named by SETUP, or after its first RTP packet), on its address.
+        rtcpSender = { [rtcp = pair.rtcp, server, gate] bytes in
+            guard let port = gate.withLockedValue({ $0?.rtcpPort }) else { return }
+            var destination = server
+            destination.port = port
+            rtcp.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: rtcp.allocator.buffer(bytes: bytes)), promise: nil)
+        }
+        return "UDP"
+    }
+
+    /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
+    private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
+        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id)
+        let (note, gate, refuse) = (rtcpReceiver, self.gate, refusalReporter)
+        let (lost, worker, id) = (context.metrics.datagramsLost, self.worker, self.id)
+        connection.channel.eventLoop.execute {
+            connection.handler.interleaved = { channel, payload in
+                if channel == rtpChannel {
+                    let verdict = payload.withUnsafeBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: nil) } }
+                    // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
+                    // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
+                    let accepted = verdict?.isAccepted ?? false
+                    let delivered = accepted && payload.withUnsafeBytes(deliver)
+                    let now = MonotonicClock.nanoseconds()
+                    let decoding = worker.activity.lastDecoded(of: id).map { now &- $0 < 1_000_000_000 } ?? false
+                    connection.handler.noteRTP(accepted: accepted, productive: delivered && decoding, bytes: payload.count)
+                    if verdict != .accepted { refuse(verdict, "the RTSP connection") }
+                    guard accepted else { return }
+                    if !delivered { lost.increment() }
+                    if !worker.acceptsMoreBytes { connection.pauseReading(until: worker) }
+                }
+                if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
+            }
+        }
+    }
+
+    /// Counts and logs (at most once per 10 s per kind) a packet the gate refused; says once that the server's SSRC
+    /// is not the one its SETUP answer named.
+    var refusalReporter: @Sendable (RTSPMediaGate.Verdict?, String) -> Void {
+        { [refusals, metrics = context.metrics] verdict, from in
+            let now = MonotonicClock.nanoseconds()
+            switch verdict {
+            case .accepted:
+                return
+            case .acceptedOtherThanNamed(let named):
+                let text = "RTP from \(from) carries another SSRC than the \(String(named, radix: 16)) SETUP named; taken (it comes from the server)"
+                refusals.withLockedValue { $0.log(.info, key: "named", now: now, text) }
+            case .malformed:
+                metrics.datagramsLost.increment()
+            case .foreignPort(let port):
+                metrics.refused(.notAllowed)
+                refusals.withLockedValue { $0.log(.warning, key: "port", now: now, "RTP from \(from) port \(port), not the server's RTP port, ignored") }
+            case .foreignSource(let ssrc):
+                metrics.refused(.notAllowed)
+                refusals.withLockedValue {
+                    $0.log(.warning, key: "ssrc", now: now, "RTP from \(from) with SSRC \(String(ssrc, radix: 16)), not the session's, ignored")
+                }
+            case nil:
+                metrics.refused(.notAllowed)
+                refusals.withLockedValue { $0.log(.warning, key: "early", now: now, "RTP from \(from) before SETUP's answer, ignored") }
+            }
+        }
+    }
+
+    /// What the server's RTCP says, when its own source says it: sender reports go to the statistics (for the RR's
+    /// delay fields), BYE ends the session. Anyone else's are ignored (and counted).
+    var rtcpReceiver: @Sendable (RTPReceptionStatistics.SenderNews) -> Void {
+        { [statistics, goodbyeReceived, gate, refusals, metrics = context.metrics] news in
+            let current = gate.withLockedValue { $0 }
+            if let report = news.senderReport, current?.owns(report.ssrc) == true {
+                statistics.withLockedValue { $0.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: MonotonicClock.nanoseconds()) }
+            }
+            guard news.goodbye else { return }
+            if let ssrc = current?.ssrc, news.goodbyeSources.contains(ssrc) {
+                goodbyeReceived.withLockedValue { $0 = true }
+            } else {
+                metrics.refused(.notAllowed)
+                refusals.withLockedValue { $0.log(.warning, key: "bye", now: MonotonicClock.nanoseconds(), "RTCP BYE for another source than the session's, ignored") }
+            }
+        }
+    }
+
+    /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
+    /// decode thread is behind: the sequence gap then flags the loss.
+    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID)
+        -> (UnsafeRawBufferPointer) -> Bool {
+        { payload in
+            if !worker.acceptsMoreBytes { return false }
+            let now = MonotonicClock.nanoseconds()
+            if payload.count >= 12 {
+                let sequence = UInt16(payload[2]) << 8 | UInt16(payload[3])
+                let timestamp = payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                let ssrc = payload[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                statistics.withLockedValue { $0.record(ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, arrival: now) }
+            }
+            var bytes = worker.bytePool.take()
+            bytes.append(contentsOf: payload)
+            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
+            return true
+        }
+    }
+}
