@@ -57,7 +57,7 @@ final class DecodeSession {
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         keyframes = KeyframeRequester(kind: configuration.keyframeRequest, intervalSeconds: configuration.keyframeRequestInterval)
-        decoder = StreamDecoder(configuration: configuration.decoder) { [unowned self] event in note(event) }
+        decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name) { [unowned self] event in note(event) }
     }
 
     func run() {
