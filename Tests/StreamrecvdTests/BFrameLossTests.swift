@@ -67,4 +67,30 @@ import Testing
         #expect(read.filter { Int(($0.pts - base) / 3600) >= 30 }.allSatisfy { !$0.flags.contains(.corrupt) })
         #expect(daemon.isRunning)
     }
+
+    /// srt:// with FFmpeg looping a clip with B-frames (`-stream_loop 2 -c copy`): FFmpeg drops the first two
+    /// packets of each later pass (its IDR and first P picture: 176 access units for 180 frames), so the pictures
+    /// after each seam refer to references that never came. Each published frame is compared with what the sender
+    /// encoded (the clip's frame): any other must carry the corrupt flag. Nothing the daemon received is lost.
+    @Test func aLoopedClipWithBFramesOverSRT() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let clip = try SRTIngestTests.clip(codec: "h264", in: directory)
+        let encoded = try referenceFrames(clip, frameBytes: 320 * 240 * 3 / 2)
+        let daemon = try SRTIngestTests.daemon("bloop", ["slots": String(3 * SRTIngestTests.frames + 8), "srt_delivery": "\"arrival\""])
+        let record = directory.appendingPathComponent("sent.ts").path
+        let sent = try SRTIngestTests.send(clip, to: SRTIngestTests.url(daemon), loops: 2, record: record)
+        #expect(sent.status == 0, "ffmpeg: \(sent.text)")
+        #expect(daemon.waitUntilPublished(1, timeout: 30))
+        let status = try #require(daemon.status)
+        let read = readFrames(daemon.shmName, count: Int(status.counters.framesPublished))
+        let base = try #require(read.map(\.pts).min())
+        let unflaggedWrong = read.map { Int(($0.pts - base) / 3600) }.enumerated().filter { offset, index in
+            read[offset].pixels != encoded[index % encoded.count] && !read[offset].flags.contains(.corrupt)
+        }.map(\.element)
+        #expect(unflaggedWrong.isEmpty, "frames that differ from the sender's without the corrupt flag: \(unflaggedWrong)")
+        // Every access unit the daemon received came out as a frame.
+        #expect(status.counters.framesPublished == status.counters.accessUnits && status.counters.framesDropped == 0,
+                "\(status.counters)")
+        #expect(read.filter { $0.flags.contains(.corrupt) }.count >= 2, "the pictures after each seam are flagged")
+    }
 }
