@@ -178,6 +178,48 @@ class UntrustedRingTest(unittest.TestCase):
                 reader.read(1)
             self.assertIn("plane outside the data", str(caught.exception))
 
+    def test_a_slot_whose_planes_are_not_its_picture_is_refused(self):
+        """Each lie about a slot's planes, one at a time, on a good 4x2 yuv420p frame: a RingError naming it."""
+        lies = (
+            ({"width": 65535, "height": 65535}, "planes do not match the picture size (65535x65535"),
+            ({"width": 0}, "picture size out of range"),
+            ({"width": 65536}, "picture size out of range"),
+            ({"plane_width": (64, 2, 2, 0), "plane_stride": (64, 64, 64, 0)}, "planes do not match"),
+            ({"plane_height": (48, 1, 1, 0)}, "plane outside the data"),
+            ({"plane_height": (1, 1, 1, 0)}, "planes do not match"),
+            ({"plane_count": 2}, "planes do not match"),
+            ({"plane_count": 5}, "plane count out of range"),
+            ({"pixel_format": 2}, "planes do not match"),  # nv12 has two planes
+            ({"pixel_format": 99}, "unknown pixel format"),
+            ({"plane_offset": (0, 128, 255, 0)}, "plane outside the data"),
+            ({"plane_stride": (2, 64, 64, 0)}, "plane rows out of range"),
+            ({"plane_stride": (1 << 31, 64, 64, 0)}, "plane outside the data"),
+            ({"data_size": 1 << 20}, "data larger than the slot"),
+            ({"data_size": 100}, "plane outside the data"),
+        )
+        for sequence, (fields, reason) in enumerate(lies, start=1):
+            self.ring.publish(sequence, 10)
+            slot = self.ring.slot_table + (sequence - 1) % self.ring.SLOTS * streamrecv.SLOT_SIZE
+            self.ring.put(streamrecv.SLOT, slot, **fields)
+            with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+                with self.assertRaises(streamrecv.RingError, msg=str(fields)) as caught:
+                    reader.read(sequence)
+                self.assertIn(reason, str(caught.exception), str(fields))
+        # And the same ring with a true slot reads.
+        self.ring.publish(len(lies) + 1, 10)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            frame = reader.read(len(lies) + 1)
+            self.assertEqual((frame.width, frame.height, frame.plane(0)), (4, 2, bytes([10] * 8)))
+
+    def test_expected_planes_of_every_format(self):
+        self.assertEqual(streamrecv.expected_planes(1, 5, 3), [(5, 3), (3, 2), (3, 2)])
+        self.assertEqual(streamrecv.expected_planes(2, 5, 3), [(5, 3), (6, 2)])
+        self.assertEqual(streamrecv.expected_planes(3, 4, 2), [(8, 2), (8, 1)])
+        self.assertEqual(streamrecv.expected_planes(8, 4, 2), [(8, 2), (4, 2), (4, 2)])
+        self.assertEqual(streamrecv.expected_planes(10, 4, 2), [(8, 2)])
+        self.assertEqual(streamrecv.expected_planes(14, 4, 2), [(4, 2)] * 3)
+        self.assertEqual(sorted(streamrecv.PIXEL_LAYOUTS), sorted(streamrecv.PIXEL_FORMATS))
+
     def test_a_ring_truncated_under_the_reader_is_an_error_not_a_crash(self):
         self.ring.publish(1, 10)
         with streamrecv.FrameRing(shm_name=self.ring.name) as reader:

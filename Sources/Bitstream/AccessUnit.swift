@@ -52,12 +52,14 @@ public struct AccessUnit: Sendable {
     /// With a recovery point SEI: the pictures are correct `recoveryFrameCount` frames (H.264) or POC units
     /// (H.265) after this one.
     public var recoveryFrameCount: Int?
+    /// H.264: the first slice's frame_num and its modulus (MaxFrameNum): a gap tells reference pictures went missing.
+    public var frameNum: (value: Int, modulus: Int)?
 
     public init(
         codec: VideoCodec, data: [UInt8], nalUnitTypes: [UInt8], streamOffset: Int64, sliceCount: Int,
         randomAccess: RandomAccessKind?, ppsId: Int?, format: SequenceFormat?, parameterSets: [UInt8]?,
         displayOrientation: DisplayOrientation??, end: AccessUnitEnd, beginsWithFirstSlice: Bool = false,
-        isReference: Bool = false, recoveryFrameCount: Int? = nil
+        isReference: Bool = false, recoveryFrameCount: Int? = nil, frameNum: (value: Int, modulus: Int)? = nil
     ) {
         self.codec = codec
         self.data = data
@@ -73,6 +75,7 @@ public struct AccessUnit: Sendable {
         self.beginsWithFirstSlice = beginsWithFirstSlice
         self.isReference = isReference
         self.recoveryFrameCount = recoveryFrameCount
+        self.frameNum = frameNum
     }
 
     public var isKeyframe: Bool { randomAccess != nil }

@@ -72,6 +72,7 @@ public struct AccessUnitAssembler {
     private var displayOrientation: DisplayOrientation??
     private var discardingOversized = false
     private var lastH264Slice: H264SliceHeader?
+    private var frameNum: (value: Int, modulus: Int)?
     private var lastFirstMb = -1
     private var endedExplicitlyInPicture = false
     /// See `pictureInProgressDecodesInParts`.
@@ -212,6 +213,8 @@ public struct AccessUnitAssembler {
             if let slice {
                 if sliceCount == 0 {
                     ppsId = slice.ppsId
+                    frameNum = store.h264PPS[slice.ppsId].flatMap { store.h264SPS[$0.value.spsId] }
+                        .map { (slice.frameNum, 1 << $0.value.log2MaxFrameNum) }
                     decodesInParts = store.decodesInParts(firstSlice: slice, type: type)
                 }
                 if slice.redundantPicCnt == 0 { lastH264Slice = slice }
@@ -371,6 +374,7 @@ public struct AccessUnitAssembler {
         recoveryFrameCount = nil
         randomAccess = nil
         ppsId = nil
+        frameNum = nil
         displayOrientation = nil
         discardingOversized = false
         decodesInParts = false
@@ -390,6 +394,6 @@ public struct AccessUnitAssembler {
             sliceCount: sliceCount, randomAccess: randomAccess, ppsId: ppsId, format: format,
             parameterSets: parameterSets, displayOrientation: displayOrientation, end: end,
             beginsWithFirstSlice: beginsWithFirstSlice, isReference: isReference,
-            recoveryFrameCount: randomAccess == .recoveryPoint ? recoveryFrameCount : nil)
+            recoveryFrameCount: randomAccess == .recoveryPoint ? recoveryFrameCount : nil, frameNum: frameNum)
     }
 }

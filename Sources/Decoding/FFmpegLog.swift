@@ -4,19 +4,19 @@ import Logging
 import Synchronization
 
 /// Routes libavcodec's log (which otherwise writes to stderr, one line per damaged picture) into the daemon's
-/// logger: warnings and errors only, at most one line per distinct message per 10 s, with the count of those
-/// suppressed. The `[h264 @ 0x…]` context is dropped so that repeats from different decoders are one message.
+/// logger: warnings and errors only, limited by kind of message and by stream (`LibraryLogLimiter`), with the count
+/// of those suppressed. The `[h264 @ 0x…]` context is dropped; the stream a decoder belongs to is named instead.
 public enum FFmpegLog {
-    private static let log = Mutex<RateLimitedLogger?>(nil)
+    private static let log = Mutex<(logger: Logger, limiter: LibraryLogLimiter)?>(nil)
 
     /// Installs the routing; libavcodec messages then go to `logger` (label "libavcodec").
     public static func route(to logger: Logger) {
-        log.withLock { $0 = RateLimitedLogger(logger: logger) }
+        log.withLock { $0 = (logger, LibraryLogLimiter()) }
         av_log_set_level(AV_LOG_WARNING)
         streamrecv_av_log_route { level, line, context in
             guard let line else { return }
-            if level <= AV_LOG_ERROR, let context { FFmpegLog.countError(from: UInt(bitPattern: context)) }
-            FFmpegLog.receive(level: level, line: String(cString: line))
+            let stream = context.flatMap { FFmpegLog.noteMessage(from: UInt(bitPattern: $0), isError: level <= AV_LOG_ERROR) }
+            FFmpegLog.receive(level: level, line: String(cString: line), stream: stream ?? "")
         }
         routed.withLock { $0 = true }
     }
@@ -25,36 +25,50 @@ public enum FFmpegLog {
 
     /// Errors libavcodec logged, per watched context (a decoder's AVCodecContext and its private context): the only
     /// word it gives of a slice it could not decode while its concealment is off (`VideoDecoder.setChunked`).
-    private static let errors = Mutex<[UInt: Int]>([:])
+    private static let watched = Mutex<[UInt: Watched]>([:])
+
+    private struct Watched {
+        var errors = 0
+        /// The stream the decoder decodes: its messages are limited apart from other streams'.
+        var stream: String
+    }
     private static let routed = Mutex(false)
 
     /// Whether libavcodec's log comes here, so that `errors(of:)` counts anything.
     public static var isRouted: Bool { routed.withLock { $0 } }
 
-    static func watch(_ contexts: [UnsafeMutableRawPointer]) {
-        errors.withLock { table in for context in contexts { table[UInt(bitPattern: context)] = 0 } }
+    static func watch(_ contexts: [UnsafeMutableRawPointer], stream: String) {
+        watched.withLock { table in for context in contexts { table[UInt(bitPattern: context)] = Watched(stream: stream) } }
     }
 
     static func unwatch(_ contexts: [UnsafeMutableRawPointer]) {
-        errors.withLock { table in for context in contexts { table.removeValue(forKey: UInt(bitPattern: context)) } }
+        watched.withLock { table in for context in contexts { table.removeValue(forKey: UInt(bitPattern: context)) } }
     }
 
     /// Errors logged so far by the watched `contexts`, together.
     static func errors(of contexts: [UnsafeMutableRawPointer]) -> Int {
-        errors.withLock { table in contexts.reduce(0) { $0 + (table[UInt(bitPattern: $1)] ?? 0) } }
+        watched.withLock { table in contexts.reduce(0) { $0 + (table[UInt(bitPattern: $1)]?.errors ?? 0) } }
     }
 
-    private static func countError(from context: UInt) {
-        errors.withLock { table in
-            if let count = table[context] { table[context] = count + 1 }
+    /// Counts an error of a watched context; the stream it belongs to, nil for a context not watched.
+    private static func noteMessage(from context: UInt, isError: Bool) -> String? {
+        watched.withLock { table in
+            guard table[context] != nil else { return nil }
+            if isError { table[context]!.errors += 1 }
+            return table[context]!.stream
         }
     }
 
-    static func receive(level: Int32, line: String) {
+    static func receive(level: Int32, line: String, stream: String = "") {
         let message = line.hasPrefix("[") ? String(line.drop { $0 != "]" }.dropFirst().drop { $0 == " " }) : line
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let nanoseconds = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-        log.withLock { $0?.log(level <= AV_LOG_ERROR ? .error : .warning, key: message, now: nanoseconds, message) }
+        log.withLock { routing in
+            guard let logger = routing?.logger else { return }
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let nanoseconds = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+            guard let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: nanoseconds) else { return }
+            logger.log(level: level <= AV_LOG_ERROR ? .error : .warning, "\(message)\(suffix)",
+                       metadata: stream.isEmpty ? nil : ["stream": "\(stream)"])
+        }
     }
 }

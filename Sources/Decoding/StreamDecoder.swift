@@ -86,6 +86,8 @@ public final class StreamDecoder {
     public private(set) var statistics = Statistics()
     public private(set) var state = State.idle
     public let maximumGOPBytes: Int
+    /// The stream's name: libavcodec's messages are limited per stream (`FFmpegLog`).
+    public let streamName: String
     private let probe: HardwareDeviceProbing
     private let report: (StreamDecoderEvent) -> Void
     private var decoder: VideoDecoder? {
@@ -110,9 +112,10 @@ public final class StreamDecoder {
 
     public init(
         configuration: DecoderConfiguration, probe: HardwareDeviceProbing = FFmpegHardwareProbe(),
-        maximumGOPBytes: Int = 64 << 20, report: @escaping (StreamDecoderEvent) -> Void
+        maximumGOPBytes: Int = 64 << 20, streamName: String = "", report: @escaping (StreamDecoderEvent) -> Void
     ) {
         self.configuration = configuration
+        self.streamName = streamName
         self.probe = probe
         self.maximumGOPBytes = maximumGOPBytes
         self.report = report
@@ -237,7 +240,7 @@ public final class StreamDecoder {
                     codec: input.codec, configuration: configuration, parameterSets: input.parameterSets,
                     reorderDepth: input.reorderDepth, lowDelay: input.reorderDepthIsSignalled,
                     assumedReorderDepth: input.decodedPictureBufferFrames,
-                    hardware: device?.isSimulated == true ? nil : device)
+                    hardware: device?.isSimulated == true ? nil : device, stream: streamName)
                 openedWith = (input.codec, input.parameterSets)
                 hardwareConfirmed = device == nil
                 hardwareFailures = 0

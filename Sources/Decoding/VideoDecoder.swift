@@ -74,12 +74,13 @@ public final class VideoDecoder {
     ///     drops frames of streams with B-frames, and it changes libavcodec's concealment of damaged pictures
     ///     (measured on Error_I_P), so it is set exactly where libavcodec would turn low delay on by itself.
     ///     Where reordering is only inferred (POC type 2) libavcodec already outputs each frame at once.
+    ///   - stream: the stream's name, which libavcodec's messages about this decoder are logged and limited by.
     ///   - assumedReorderDepth: used when `reorderDepth` is nil, typically the DPB size the level allows.
     ///     libavcodec would otherwise start with no reorder buffer and drop the B-frames it meets before it
     ///     learns better ("no picture ooo"); the FFmpeg CLI avoids that only by probing the file first.
     public init(
         codec: VideoCodec, configuration: DecoderConfiguration, parameterSets: [UInt8]?,
-        reorderDepth: Int?, lowDelay: Bool, assumedReorderDepth: Int, hardware: HardwareDevice?
+        reorderDepth: Int?, lowDelay: Bool, assumedReorderDepth: Int, hardware: HardwareDevice?, stream: String = ""
     ) throws(DecoderError) {
         self.codec = codec
         self.hardware = hardware
@@ -122,7 +123,7 @@ public final class VideoDecoder {
         // What libavcodec logs errors with: the codec context, and the decoder's private context (which has its
         // own class for options). Kept: `loggedErrors` is asked for every frame decoded in parts.
         logContexts = [UnsafeMutableRawPointer(context)] + (context.pointee.priv_data.map { [$0] } ?? [])
-        FFmpegLog.watch(logContexts)
+        FFmpegLog.watch(logContexts, stream: stream)
     }
 
     /// Surfaces added to a hardware decoder's fixed pool beyond the DPB libavcodec sizes from the SPS (refs and

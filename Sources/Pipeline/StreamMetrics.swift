@@ -20,6 +20,10 @@ final class StreamMetrics: Sendable {
         case ringUnavailable = "ring_unavailable"
         /// Its pixels could not be written into the slot (a failed GPU download).
         case writeFailed = "write_failed"
+        /// rtp://: packets of the picture arrived, none of its slices could be used (its first fragment was lost).
+        case lost
+        /// Given to the decoder, which never output it (its data or its references were damaged or missing).
+        case undecodable
     }
 
     /// Why a new sender replaced the current one.

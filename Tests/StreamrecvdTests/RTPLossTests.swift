@@ -70,7 +70,8 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         if policy == "conceal" {
             #expect(frames[4..<9].allSatisfy { $0.flags.contains(.corrupt) }, "frames after the loss are flagged")
         }
-        #expect(daemon.status?.counters.framesDropped == (policy == "keyframe" ? 5 : 0))
+        // Frame 4 itself cannot be output (reason "lost"); with loss_policy = keyframe, frames 5…9 are withheld.
+        #expect(daemon.status?.counters.framesDropped == (policy == "keyframe" ? 6 : 1))
         #expect(daemon.log.contains("RTP packet(s) lost"))
         #expect(daemon.isRunning)
     }

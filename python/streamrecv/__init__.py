@@ -71,6 +71,14 @@ PIXEL_FORMATS = {
     9: "yuv444p10le", 10: "gray10le", 11: "yuv420p12le", 12: "yuv422p12le", 13: "yuv444p12le", 14: "gbrp",
     15: "gbrp10le",
 }
+# Per pixel format: bytes per sample, chroma subsampling as (log2 horizontal, log2 vertical) or None for grey, and
+# whether chroma is one interleaved plane (as PixelFormat.planes in the daemon's FrameFormats module).
+PIXEL_LAYOUTS = {
+    1: (1, (1, 1), False), 2: (1, (1, 1), True), 3: (2, (1, 1), True), 4: (1, (1, 0), False),
+    5: (1, (0, 0), False), 6: (1, None, False), 7: (2, (1, 1), False), 8: (2, (1, 0), False), 9: (2, (0, 0), False),
+    10: (2, None, False), 11: (2, (1, 1), False), 12: (2, (1, 0), False), 13: (2, (0, 0), False),
+    14: (1, (0, 0), False), 15: (2, (0, 0), False),
+}
 FLAG_KEYFRAME, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_VFLIP = 1, 2, 4, 8, 16
 STATE_STOPPED, STATE_REPLACED = 4, 5
 
@@ -123,7 +131,8 @@ def _check_header(header, size):
 
 
 def _check_slot(slot, geometry):
-    """None when the planes of a copied slot lie inside its data (as streamrecv_shm_check_slot), else why not."""
+    """None when the planes of a copied slot lie inside its data (as streamrecv_shm_check_slot) and are the planes
+    its pixel format and picture size make (as the Swift reader's FrameLayout), else why not."""
     count = slot["plane_count"]
     if not 1 <= count <= MAX_PLANES:
         return "plane count out of range"
@@ -139,7 +148,25 @@ def _check_slot(slot, geometry):
             return "plane outside the data"
     if slot["pixel_format"] not in PIXEL_FORMATS:
         return "unknown pixel format"
+    # The planes must be the picture's: a slot claiming 65535x65535 with 64x48 planes is not a frame.
+    expected = expected_planes(slot["pixel_format"], slot["width"], slot["height"])
+    actual = [(slot["plane_width"][plane], slot["plane_height"][plane]) for plane in range(count)]
+    if actual != expected:
+        return "planes do not match the picture size (%dx%d %s)" % (
+            slot["width"], slot["height"], PIXEL_FORMATS[slot["pixel_format"]])
     return None
+
+
+def expected_planes(pixel_format, width, height):
+    """(bytes per row, rows) of each plane of a `width` x `height` picture in `pixel_format` (an ABI number)."""
+    sample, shift, interleaved = PIXEL_LAYOUTS[pixel_format]
+    luma = (width * sample, height)
+    if shift is None:
+        return [luma]
+    chroma_width, chroma_height = (width + (1 << shift[0]) - 1) >> shift[0], (height + (1 << shift[1]) - 1) >> shift[1]
+    if interleaved:
+        return [luma, (2 * chroma_width * sample, chroma_height)]
+    return [luma, (chroma_width * sample, chroma_height), (chroma_width * sample, chroma_height)]
 
 
 class _Futex:

@@ -56,14 +56,43 @@ extension DecodeSession {
         // No picture (the delimiter a sender writes after its last frame, parameter sets before a disconnect):
         // nothing to decode, and libavcodec's H.264 decoder calls such a packet an error ("no frame!"). An end of
         // sequence still goes: it changes how the next random-access picture is decoded.
-        guard unit.hasPicture || unit.nalUnitTypes.contains(where: { Self.endsSequence($0, unit.codec) }) else { return }
+        let lostWithin = lossInAccessUnit
+        lossInAccessUnit = false
+        guard unit.hasPicture || unit.nalUnitTypes.contains(where: { Self.endsSequence($0, unit.codec) }) else {
+            // rtp://: the access unit's packets came, but a loss inside it left no slice: its picture is lost.
+            if lostWithin {
+                telemetry.dropped(.lost)
+                missingReferences.lostPicture()
+            }
+            return
+        }
         let damaged = loss.isDamaged(unit)
+        for _ in 0..<missingReferences.missing(before: unit, afterLoss: damaged) { telemetry.dropped(.lost) }
         if !loss.damaged { keyframes.healed() }
         let carrier = arrival(ofOffset: unit.streamOffset)
         let pts = pending.add(PendingFrame(
             timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,
             format: unit.format, afterLoss: damaged, mediaTimestamp: carrier.mediaTimestamp))
+        let errorsBefore = decoder.loggedErrors
+        decoding = (pts, errorsBefore)
         decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
+        decoding = nil
+        if decoder.loggedErrors > errorsBefore { damagedInDecoder(pts, unit) }
+        countAbandonedFrames()
+    }
+
+    /// libavcodec logged errors while it decoded the access unit `pts`: its picture is damaged, and so is every
+    /// picture decoded after it that may refer to it, until a keyframe heals the stream — whatever order they come
+    /// out in (B-frames decoded after it come out before it).
+    private func damagedInDecoder(_ pts: Int64, _ unit: AccessUnit) {
+        pending.markDamaged(pts)
+        parts.suspend()
+        noteLoss(at: unit.streamOffset + 1)
+    }
+
+    /// Frames the decoder will never output (`PendingFrames`) are counted as dropped.
+    func countAbandonedFrames() {
+        for _ in 0..<pending.takeAbandoned() { telemetry.dropped(.undecodable) }
     }
 
     private static func endsSequence(_ type: UInt8, _ codec: VideoCodec) -> Bool {
@@ -91,6 +120,9 @@ extension DecodeSession {
         if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
         // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
         let damagedInParts = meta?.errorsBeforeParts.map { decoder.loggedErrors > $0 } ?? false
+        // A whole access unit: libavcodec logged errors while decoding it (now, or when it was decoded).
+        let damagedNow = decoding.map { $0.pts == frame.pts && decoder.loggedErrors > $0.errors } ?? false
+        if meta?.damagedInDecoder == true || damagedNow { flags.insert(.corrupt) }
         if frame.isCorrupt || damagedInParts {
             flags.insert(.corrupt)
             // libavcodec found an error: FFmpeg's concealment, on whole access units, until the next keyframe.

@@ -82,6 +82,7 @@ extension DecodeSession {
             case .lost(let count, let offset):
                 telemetry.metrics.rtpPacketsLost.increment(by: Int64(count))
                 noteLoss(at: offset)
+                lossInAccessUnit = true
                 telemetry.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(rtp?.lostPackets ?? 0) so far)")
             case .dropped(let reason, let offset):
                 telemetry.metrics.rtpPayloadsDropped.increment()

@@ -34,6 +34,12 @@ final class DecodeSession {
     var keyframes: KeyframeRequester
     var arrivals = ArrivalLog()
     var pending = PendingFrames()
+    /// The access unit being decoded now and the errors libavcodec had logged before it (`decode`).
+    var decoding: (pts: Int64, errors: Int)?
+    /// rtp://: data was lost inside the access unit being assembled.
+    var lossInAccessUnit = false
+    /// H.264 reference pictures lost whole (a frame_num gap after a loss): counted as dropped.
+    var missingReferences = MissingReferences()
     var orientation: DisplayOrientation?
     var connection: ConnectionID?
     var bytesThisConnection: Int64 = 0
@@ -57,7 +63,7 @@ final class DecodeSession {
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         keyframes = KeyframeRequester(kind: configuration.keyframeRequest, intervalSeconds: configuration.keyframeRequestInterval)
-        decoder = StreamDecoder(configuration: configuration.decoder) { [unowned self] event in note(event) }
+        decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name) { [unowned self] event in note(event) }
     }
 
     func run() {
@@ -172,6 +178,7 @@ final class DecodeSession {
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         loss.startAfresh()
+        missingReferences.reset()
         parts.reset()
         publisher.markDiscontinuity()
     }
@@ -196,6 +203,7 @@ final class DecodeSession {
         endAccessUnit()
         decoder.drain { publish($0) }
         pending.removeAll()
+        countAbandonedFrames()
     }
 
     // MARK: - Loss and progress

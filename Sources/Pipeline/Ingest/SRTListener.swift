@@ -7,8 +7,8 @@ import SharedFrames
 
 /// srt://: an SRT listener (libsrt, live mode) on a thread of its own, handing each caller's MPEG-TS bytes to the
 /// stream's decode thread. One caller streams at a time, by the stream's `second_sender` policy; callers outside
-/// `allow`, over `max_connections_per_second`, or whose encryption does not match `passphrase` are refused with a
-/// log line and a counter. libsrt runs its own threads; everything here touches its sockets from this one.
+/// `allow`, over `max_connections_per_second` (both before libsrt gives them a socket: `SRTAdmissionGate`), or
+/// whose encryption does not match `passphrase` are refused with a log line and a counter. libsrt runs its own threads; everything here touches its sockets from this one.
 final class SRTListener: Sendable {
     let configuration: StreamConfiguration
     let worker: StreamWorker
@@ -16,6 +16,8 @@ final class SRTListener: Sendable {
     let metrics: StreamMetrics
     let logger: Logger
     let listener: SRTSOCKET
+    /// Asked by libsrt about each caller before its socket gets buffers; outlives `listener` (closed first).
+    let gate: SRTAdmissionGate
     private let stopRequested = NIOLockedValueBox(false)
     private let finished = ConditionLock(value: false)
 
@@ -50,6 +52,7 @@ final class SRTListener: Sendable {
         self.activity = activity
         self.metrics = metrics
         self.logger = logger
+        gate = SRTAdmissionGate(configuration: configuration, metrics: metrics, logger: logger)
         guard Self.started else { throw SRTError.call("srt_startup") }
         Self.installLogHandler(logger)
         listener = srt_create_socket()
@@ -66,6 +69,7 @@ final class SRTListener: Sendable {
             } else {
                 try Self.bind(listener, host: configuration.listen.host, port: configuration.listen.port)
             }
+            try Self.check(gate.install(on: listener), "srt_listen_callback")
             try Self.check(srt_listen(listener, 4), "srt_listen")
         } catch {
             srt_close(listener)
