@@ -179,7 +179,7 @@ exact_rate() {  # exact_rate TRANSPORT WIDTH
     local large=0
     [ "$2" -ge 3840 ] && large=1
     case $software$1$large in
-        1tcp0) echo 30 ;; 1tcp1) echo 10 ;; 1rtp0) echo 25 ;; 1rtp1) echo 4 ;;
+        1tcp0) echo 30 ;; 1tcp1) echo 10 ;; 1rtp0) echo 25 ;; 1rtp1) echo 2 ;;
         *0) echo 60 ;; *) echo 30 ;;
     esac
 }
@@ -204,11 +204,8 @@ exact_run() {  # exact_run MODE CLIP TRANSPORT FRAMES PARTS WIDTH DELIVERY
         for part in $(ls "$kit/media/$clip".part* | sort -V); do
             ctl send "$part" "tcp://127.0.0.1:$port" --rate "$rate" >>"$dir/send.log" 2>&1
         done
-    elif [ "$parts" -gt 1 ]; then
-        # Raw Annex B on one connection, the format changing in band: each frame ends when the next begins, the
-        # last one when the connection closes.
-        cat "$(media_of "$clip")" >"/dev/tcp/127.0.0.1/$port" 2>"$dir/send.log"
     else
+        # One sender; a clip whose format changes does so in band.
         ctl send "$(media_of "$clip")" "$transport://127.0.0.1:$port" --rate "$rate" >"$dir/send.log" 2>&1
     fi
     wait "$reader"
