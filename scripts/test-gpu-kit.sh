@@ -17,7 +17,7 @@ status=0
 cat "$work/out/report.md" >&2
 if [ "$status" != 0 ]; then
     say "FAILED (status $status); the daemon's log:"
-    tail -30 "$work"/out/logs/daemon-*.log >&2 || true
+    tail -n 30 "$work"/out/logs/daemon-*.log >&2 || true
     exit 1
 fi
 # The report must hold every section with figures, not only headings.

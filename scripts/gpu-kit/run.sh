@@ -154,8 +154,9 @@ config_for() {
         for transport in ${transports//,/ }; do
             printf '\n[[stream]]\nname = "kit-%s-%s"\nlisten = "%s://127.0.0.1:%d"\nhwaccel = "%s"\n' "$clip" "$transport" "$transport" "$port" "$mode"
             # idle_timeout: RTP has no end of stream; the frames the decoder holds back come out when the sender is
-            # taken for gone.
-            printf 'max_width = 3840\nmax_height = 2160\nslots = 32\nidle_timeout = 2\n'
+            # taken for gone (not so soon that the ring's first sizing, 200 MiB for 4K P010, is taken for silence).
+            # slots: room for the reader to fall behind, within reason for 4K.
+            printf 'max_width = 3840\nmax_height = 2160\nslots = %d\nidle_timeout = 5\n' "$([ "$width" -ge 3840 ] && echo 8 || echo 32)"
             [ "$transport" = rtp ] && printf 'codec = "%s"\nreceive_buffer = "64M"\nrtp_reorder_window = 64\n' "$codec"
             port=$((port + 2))
         done
