@@ -72,6 +72,21 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
         #expect(Self.fallbackReasons(events) == ["GPU frame download failed: simulated"])
     }
 
+    /// A new size or bit depth at a keyframe recreates the hardware decoder (and with it the frames context
+    /// libavcodec makes from the device at get_format), on the hardware path, every frame still exact.
+    @Test(arguments: [("h264", "96x64", "64x48", "yuv420p", "yuv420p"), ("h265", "96x64", "96x64", "yuv420p", "yuv420p10le")])
+    func aFormatChangeRecreatesTheHardwareDecoder(codec: String, first: String, second: String, firstFormat: String, secondFormat: String) throws {
+        let inputs = decoderInputs(try encode(codec, size: first, frames: 12, parameters: "keyint=6:bframes=2", pixelFormat: firstFormat)
+            + encode(codec, size: second, frames: 12, parameters: "keyint=6:bframes=2", pixelFormat: secondFormat))
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        var events: [StreamDecoderEvent] = []
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { events.append($0) }
+        #expect(decodeAll(inputs, decoder: decoder) == reference)
+        let created = events.compactMap { if case .created(let recreation, let hardware, _, _, _) = $0 { (recreation, hardware) } else { nil } }
+        #expect(created.count == 2 && created[1].0 && created.allSatisfy { $0.1 == "cuda" }, "\(created)")
+        #expect(decoder.statistics.hardwareFallbacks == 0)
+    }
+
     @Test func hardwarePoolsCoverWhatTheDaemonHolds() {
         let slice = DecoderConfiguration(threading: .slice, threads: 1)
         #expect(VideoDecoder.extraHardwareFrames(reorderDepth: 2, assumedReorderDepth: 16, configuration: slice) == 2)
