@@ -178,6 +178,20 @@ class UntrustedRingTest(unittest.TestCase):
                 reader.read(1)
             self.assertIn("plane outside the data", str(caught.exception))
 
+    def test_slots_claiming_frames_past_latest_end_the_reader(self):
+        # Every slot claims frame 1000 while latest says 10, then 11: a reader trusting "newer, so I was lapped"
+        # went back to frame 4 and round again for ever, at full CPU (found by attacking the reader).
+        for index in range(self.ring.SLOTS):
+            self.ring.publish(index + 1, 10)
+        for index in range(self.ring.SLOTS):
+            self.ring.put(streamrecv.SLOT, self.ring.slot_table + index * 256, sequence=1000)
+        self.ring.put(streamrecv.HEADER, 0, latest_sequence=11)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            with self.assertRaises(streamrecv.RingError) as caught:
+                for _ in reader.frames(timeout=2, start=10):
+                    pass
+            self.assertIn("not a valid ring", str(caught.exception))
+
     def test_a_slot_whose_planes_are_not_its_picture_is_refused(self):
         """Each lie about a slot's planes, one at a time, on a good 4x2 yuv420p frame: a RingError naming it."""
         lies = (

@@ -13,6 +13,7 @@ names the frame, paced at --fps) to any number of sessions, one connection each,
   one-frame   sends the first access unit (a keyframe) interleaved, then closes the connection
   no-params   interleaved, the clip without SPS/PPS and an SDP without sprop-parameter-sets, looped
   tcp-461     answers SETUP for interleaved TCP with 461 Unsupported Transport; UDP works
+  no-server-port  plays, but its SETUP answer for UDP names neither server_port nor ssrc (interleaved TCP works)
   redirect    answers OPTIONS and DESCRIBE with 302 and Location: --location (SELF: its own URL, a loop)
   auth-digest asks for Digest (MD5, any answer accepted) and plays; auth-basic: Basic only; auth-sha256: Digest SHA-256 and Basic; auth-downgrade: Digest (MD5, any answer
               accepted) for the first session, which plays two seconds and closes, Basic only afterwards
@@ -145,6 +146,9 @@ class Session(threading.Thread):
             self.udp = self.server.pair()
             own = self.udp[0].getsockname()[1]
             source = ";source=%s" % args.source if args.source else ""
+            if mode == "no-server-port":
+                return self.reply(cseq, "200 OK", "Session: 4242;timeout=60\r\nTransport: RTP/AVP;unicast;client_port=%d-%d\r\n"
+                                  % (port, port + 1))
             return self.reply(cseq, "200 OK", "Session: 4242;timeout=60\r\nTransport: RTP/AVP;unicast;client_port=%d-%d;server_port=%d-%d%s\r\n"
                               % (port, port + 1, own, own + 1, source))
         if method == "PLAY":

@@ -27,13 +27,23 @@ public enum ConfigurationLoader {
         "rtsp_password_file",
     ]
 
+    /// The longest string value, and the largest file, accepted.
+    static let maximumStringBytes = 4096
+    static let maximumFileBytes = 1 << 20
+
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
         guard let file = fopen(path, "r") else {
             throw ConfigurationError(file: path, line: nil, message: "cannot read: \(String(cString: strerror(errno)))")
         }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while case let count = fread(&buffer, 1, buffer.count, file), count > 0 { bytes += buffer[0..<count] }
+        while case let count = fread(&buffer, 1, buffer.count, file), count > 0 {
+            bytes += buffer[0..<count]
+            guard bytes.count <= maximumFileBytes else {
+                fclose(file)
+                throw ConfigurationError(file: path, line: nil, message: "larger than \(maximumFileBytes >> 20) MiB: not a configuration file")
+            }
+        }
         var status = stat()
         let mode = fstat(fileno(file), &status) == 0 ? status.st_mode : 0
         fclose(file)
@@ -79,7 +89,7 @@ public enum ConfigurationLoader {
                 configuration.logLevel = level
             }
             if let value = daemon["metrics"] {
-                guard let text = value.string, !text.containsControlCharacters else {
+                guard let text = value.string, !text.containsControlCharacters, text.utf8.count <= maximumStringBytes else {
                     throw fail("metrics must be a string \"HOST:PORT\"", "daemon", nil, "metrics")
                 }
                 configuration.metrics = try parseListen("tcp://" + text) { message in
@@ -113,6 +123,8 @@ public enum ConfigurationLoader {
             guard let text = value.string else { throw error(key, "\(key) must be a string") }
             // Values reach C (shm_open, getaddrinfo, libsrt) and log lines: a NUL would cut one short there. (source
             // has checks of its own, whose messages never repeat a password.)
+            // Nor an endless one: a 4 MB group name aborts inside glibc's NSS lookup (systemd's module asserts).
+            guard text.utf8.count <= maximumStringBytes else { throw error(key, "\(key) is longer than \(maximumStringBytes) bytes") }
             guard key == "source" || !text.containsControlCharacters else { throw error(key, "\(key) must not contain control characters") }
             return text
         }

@@ -59,10 +59,13 @@ public struct JournalLogHandler: LogHandler {
     public func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { $1 }
         let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let suffix = fields.isEmpty ? "" : " [\(fields)]"
+        let suffix = fields.isEmpty ? "" : " [\(fields.withoutControlCharacters)]"
+        // Messages quote what peers send (a camera's reason phrase, a caller's stream id): a CR, an escape
+        // sequence or a C1 control would forge a line or drive the operator's terminal.
+        let message = event.message.description.withoutControlCharacters
         var line: String
         if journal {
-            line = "<\(Self.priority(event.level))>\(event.message)\(suffix)\n"
+            line = "<\(Self.priority(event.level))>\(message)\(suffix)\n"
         } else {
             var now = timespec()
             clock_gettime(CLOCK_REALTIME, &now)
@@ -72,7 +75,7 @@ public struct JournalLogHandler: LogHandler {
             let stamp = String(format4: parts.tm_year + 1900) + "-" + String(format2: parts.tm_mon + 1) + "-"
                 + String(format2: parts.tm_mday) + "T" + String(format2: parts.tm_hour) + ":"
                 + String(format2: parts.tm_min) + ":" + String(format2: parts.tm_sec) + "Z"
-            line = "\(stamp) \(event.level) \(label): \(event.message)\(suffix)\n"
+            line = "\(stamp) \(event.level) \(label): \(message)\(suffix)\n"
         }
         // One write per line, so lines from several threads never interleave.
         _ = line.withCString { write(2, $0, strlen($0)) }
@@ -90,4 +93,19 @@ extension String {
         let written = withVaList([value]) { vsnprintf(&buffer, buffer.count, "%.\(decimals)f", $0) }
         self = written >= 0 && written < buffer.count ? buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : "\(value)"
     }
+}
+
+extension String {
+    /// C0 controls (tab kept), DEL and C1 controls replaced by `?`; the text unchanged (and not copied) when it
+    /// has none.
+    var withoutControlCharacters: String {
+        guard unicodeScalars.contains(where: \.isControlForLog) else { return self }
+        var scalars = String.UnicodeScalarView()
+        for scalar in unicodeScalars { scalars.append(scalar.isControlForLog ? "?" : scalar) }
+        return String(scalars)
+    }
+}
+
+extension Unicode.Scalar {
+    var isControlForLog: Bool { (value < 0x20 && value != 0x09) || (0x7f...0x9f).contains(value) }
 }

@@ -79,8 +79,9 @@ public struct SRTPassphrase: Sendable, Equatable, CustomStringConvertible, Custo
 }
 
 extension String {
-    /// C0 controls and DEL: nothing a configuration value needs, and a NUL would cut it where C reads it.
-    var containsControlCharacters: Bool { unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f } }
+    /// C0 controls, DEL and C1 controls: nothing a configuration value needs, a NUL would cut it where C reads it,
+    /// and the others would drive a terminal where the value is printed.
+    var containsControlCharacters: Bool { unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) } }
 }
 
 /// When libsrt hands received bytes over.

@@ -18,6 +18,10 @@ struct ConfigurationSecretsTests {
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_name = \"ring\\u001Bx\"\n", 4, "must not contain control characters"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_name = \"ring\\U00000000x\"\n", 4, "NUL character"),
         ("[daemon]\nmetrics = \"127.0.0.1:9464\\u000A\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "metrics must be"),
+        // C1 controls drive a terminal as C0 ones do (CSI is U+009B).
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_name = \"ring\\u009B31m\"\n", 4, "must not contain control characters"),
+        // A 4 MB group name aborted inside glibc's NSS lookup (at a reload: the whole daemon).
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_group = \"" + String(repeating: "g", count: 5000) + "\"\n", 4, "longer than 4096 bytes"),
         // Inline tables name their line too.
         ("stream = [{ name = \"a\", listen = \"tcp://127.0.0.1:1\" },\n\n  { name = \"b\", listen = \"tcp://127.0.0.1:2\", slots = 1 }]\n", 3, "slots must be"),
         ("stream = [\n  { name = \"a\", listen = \"tcp://127.0.0.1:1\" }, # the first\n  { name = \"b\", listen = \"tcp://127.0.0.1:2\", \"bogus\" = { x = 1 } }]\n", 3, "unknown key 'bogus'"),
@@ -58,6 +62,8 @@ struct ConfigurationSecretsTests {
         ("/cam;password=SECRET/stream", "/cam;password=***/stream"),
         ("/cam?loginPassword=SECRET&api_key=SECRET&Auth=SECRET&secret=SECRET", "/cam?loginPassword=***&api_key=***&Auth=***&secret=***"),
         ("/cam?passwd=SEC=RET&x=1", "/cam?passwd=***&x=1"),
+        ("/cam?my_password_=SECRET&pass-word=SECRET&pa%73sword=SECRET&x=1", "/cam?my_password_=***&pass-word=***&pa%73sword=***&x=1"),
+        ("/cam?password%3DSECRET&credential=SECRET&sid=SECRET&jsessionid=SECRET", "/cam?password%3D***&credential=***&sid=***&jsessionid=***"),
         ("/Streaming/Channels/101", "/Streaming/Channels/101"),
         ("/live?channel=1&subtype=0", "/live?channel=1&subtype=0"),
     ] as [(String, String)])
@@ -124,5 +130,11 @@ struct ConfigurationSecretsTests {
             file: "small.toml")
         let report = ConfigurationReport(configuration, shm: nil)
         #expect(report.errors.count == 1 && report.errors[0].line == 6 && report.errors[0].message.contains("ring_size_limit"), "\(report.errors)")
+    }
+
+    /// What peers send reaches log lines: a CR would forge a line, an escape sequence drive the terminal.
+    @Test func logLinesCarryNoControlCharacters() {
+        #expect("404 Not\rFound \u{7f}\u{9b}2J\nFAKE\tok".withoutControlCharacters == "404 Not?Found ??2J?FAKE\tok")
+        #expect("plain text, unchanged".withoutControlCharacters == "plain text, unchanged")
     }
 }

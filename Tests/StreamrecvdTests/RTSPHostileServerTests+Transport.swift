@@ -26,6 +26,25 @@ extension RTSPHostileServerTests {
         #expect(daemon.isRunning)
     }
 
+    /// A server asked for UDP whose SETUP answer names neither server_port nor ssrc: whoever sends to our port pair
+    /// first would decide whose video this is (a local user reads the pair from /proc/net/udp), so the session ends,
+    /// said once, and the next asks for interleaved TCP, where the frames are the camera's.
+    @Test func aServerWhoseUDPMediaCannotBeVerifiedIsAskedForInterleavedTCP() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try Self.stream(in: directory)
+        let camera = try HostileCamera(mode: "no-server-port", stream: stream.path, directory: directory)
+        let daemon = try Self.daemon("rtspnoport", source: camera.url, ["rtsp_transport": "\"udp\""], metricsPort: freePort())
+        let reference = try referenceFrames(stream.path, frameBytes: 320 * 240 * 3 / 2)
+        let frames = readFrames(daemon.shmName, count: Self.frames)
+        #expect(frames.count == Self.frames && frames.allSatisfy { $0.pixels == reference[Int($0.pts / 3600)] }, "\(daemon.log.suffix(2000))")
+        #expect(camera.count("setup udp") == 1 && camera.count("setup tcp") >= 1, "\(camera.log)")
+        let said = daemon.log.split(separator: "\n").filter { $0.contains("names neither server_port nor ssrc, so its UDP media") }
+        #expect(said.count == 1, "\(said)")
+        #expect(daemon.log.contains("RTSP session playing: h264 over interleaved TCP (the server's UDP media cannot be told from another process's)"),
+                "\(daemon.log.suffix(2000))")
+        #expect(daemon.isRunning)
+    }
+
     /// Item 9: a 302 to another server is followed there, without the credentials (another host:port); a redirect
     /// to another scheme, and a loop, are refused with a clear reason, counted, shown.
     @Test func redirectsAreFollowedWithinBounds() throws {

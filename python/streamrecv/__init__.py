@@ -398,7 +398,13 @@ class FrameRing:
                     if problem:
                         raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
                     return Frame(slot, data)
-                # Newer: lapped. Older than latest says: this object began after that frame.
+                # Newer: lapped (the writer only ever fills a slot with a frame up to latest, and the frame that
+                # overwrote this one is `count` later: anything else is a damaged or forged ring, which would
+                # otherwise send the reader back and round for ever). Older than latest says: this object began
+                # after that frame.
+                if slot["sequence"] > latest or (slot["sequence"] > sequence and latest - count + 1 <= sequence):
+                    raise RingError("%s: slot %d claims frame %d while the ring's latest is %d: not a valid ring"
+                                    % (self.path, index, slot["sequence"], latest))
                 return latest - count + 1 if slot["sequence"] > sequence else latest + 1
         except _Shrunk:
             raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None

@@ -12,14 +12,16 @@ import SharedFrames
 extension RTSPSession {
     /// SETUP; returns how the media travels ("interleaved TCP", "UDP"). A server that answers 461 (Unsupported
     /// Transport) to interleaved TCP (VLC 3.0 does) is asked for UDP instead, in this session and the next ones.
+    /// A server whose UDP media cannot be verified (no `server_port`, no `ssrc=`) is asked for interleaved TCP.
     func setUp(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) -> String {
-        guard target.transport == .tcp else { return try await setUpUDP(mediaURL: mediaURL, on: connection) }
+        let unverifiable = memory.withLockedValue { $0.udpMediaUnverifiable }
+        guard target.transport == .tcp || unverifiable else { return try await setUpUDP(mediaURL: mediaURL, on: connection) }
         if memory.withLockedValue({ $0.interleaving == .refused }) {
             return try await setUpUDP(mediaURL: mediaURL, on: connection) + " (the server refuses interleaved TCP)"
         }
         do {
             try await setUpInterleaved(mediaURL: mediaURL, on: connection)
-            return "interleaved TCP"
+            return unverifiable ? "interleaved TCP (the server's UDP media cannot be told from another process's)" : "interleaved TCP"
         } catch .refused(method: "SETUP", status: 461, _) {
             memory.withLockedValue { $0.interleaving = .refused }
             context.logger.warning("""
@@ -61,6 +63,17 @@ extension RTSPSession {
                 RTSP \(source.displayURL): the server names another media source (source=\(named.prefix(64))); ignored: \
                 RTP is taken from and RTCP sent to the RTSP server's address only
                 """)
+        }
+        // Neither ports nor SSRC named: the first datagram on our port pair would decide whose video this is, and
+        // any local user can read that pair from /proc/net/udp. Unless interleaved TCP is refused too, this session
+        // ends and the next asks for interleaved TCP.
+        if transport.serverPorts == nil && transport.ssrc == nil && memory.withLockedValue({ $0.interleaving != .refused }) {
+            memory.withLockedValue { $0.udpMediaUnverifiable = true }
+            context.logger.warning("""
+                RTSP \(source.displayURL): the server's SETUP answer names neither server_port nor ssrc, so its UDP media \
+                could not be told from another local process's; asking for interleaved TCP instead
+                """)
+            throw .protocolError("the server names neither server_port nor ssrc for UDP; asking for interleaved TCP next")
         }
         gate.withLockedValue {
             $0 = RTSPMediaGate(serverPorts: transport.serverPorts.map { ($0.first, $0.second) }, ssrc: transport.ssrc)

@@ -26,6 +26,9 @@ struct RTSPServerMemory: Sendable {
     var authentication = Authentication.unknown
     /// `.refused` once the server answered 461 to interleaved TCP: later sessions go straight to UDP.
     var interleaving = Interleaving.untried
+    /// Set once the server's SETUP answer for UDP named neither `server_port` nor `ssrc=`: its datagrams could not be
+    /// told from another local process's (the first to send would win), so later sessions ask for interleaved TCP.
+    var udpMediaUnverifiable = false
 }
 
 /// One RTSP session, from connecting to its end (RFC 2326): OPTIONS, DESCRIBE (following up to
@@ -236,7 +239,11 @@ final class RTSPSession {
     static func redirectTarget(_ location: String, from current: RTSPSource, configured: RTSPSource) throws(RTSPFailure) -> RTSPSource {
         let trimmed = location.trimmingCharacters(in: " \t")
         guard trimmed.lowercased().hasPrefix("rtsp://") else {
-            let scheme = trimmed.prefix { $0 != ":" }.prefix(16)
+            // Only the scheme is named (letters, as schemes are), never the rest: a Location may carry a token.
+            let scheme = trimmed.prefix { $0 != ":" }
+            guard trimmed.contains(":"), !scheme.isEmpty, scheme.count <= 16, scheme.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+                throw .redirectRefused("a redirect to a relative or malformed Location is not followed; only absolute rtsp:// URLs are")
+            }
             throw .redirectRefused("a redirect to another scheme (\(scheme)) is not followed; only rtsp:// is")
         }
         guard case .success(var next) = RTSPSource.parse("rtsp://" + trimmed.dropFirst("rtsp://".count)) else {
