@@ -274,7 +274,8 @@ public final class StreamDecoder {
     private func feed(_ input: DecoderInput, output: (DecodedFrame) -> Void) {
         guard let decoder else { return }
         if input.undecodable {
-            recordFailure(.sendFailed("access unit refers to parameter sets that were never received"))
+            // The bitstream's fault, not the device's: never a reason to leave the hardware path.
+            recordFailure(.sendFailed("access unit refers to parameter sets that were never received"), deviceSuspect: false)
             return
         }
         var sent = false
@@ -347,8 +348,8 @@ public final class StreamDecoder {
         }
     }
 
-    private func recordFailure(_ error: DecoderError) {
-        if device != nil {
+    private func recordFailure(_ error: DecoderError, deviceSuspect: Bool = true) {
+        if deviceSuspect, device != nil {
             hardwareFailures += 1
             if !hardwareConfirmed {
                 pendingFallback = error.description
