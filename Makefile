@@ -52,7 +52,9 @@ deps:
 ## test: install dependencies, build, and run every test, then build the Debian package and the tarball and run each
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
 # gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
-test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0
+# VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
+test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
+	vlc-bin vlc-plugin-base
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests
