@@ -65,6 +65,7 @@ reference() {  # reference FILE: the software decode's md5 per frame, by the kit
 clips=(
     "h264-1080p h264 tcp,rtp one h264:1920x1080:120:yuv420p:keyint=60:bframes=3:ref=4"
     "h265-1080p h265 tcp,rtp one h265:1920x1080:120:yuv420p:keyint=60:bframes=3"
+    "h264-1080p-lowdelay h264 tcp one h264:1920x1080:60:yuv420p:keyint=60:bframes=0"
     "h264-4k h264 tcp,rtp one h264:3840x2160:40:yuv420p:keyint=20:bframes=2"
     "h265-4k-10bit h265 tcp,rtp one h265:3840x2160:40:yuv420p10le:keyint=20:bframes=3"
     "h264-1080p-refs16 h264 tcp,rtp one h264:1920x1080:60:yuv420p:keyint=60:bframes=3:ref=16:b-pyramid=normal"
