@@ -54,7 +54,8 @@ extension RTSPSource {
         while index < characters.endIndex {
             let character = characters[index]
             if character == "%", index + 2 < characters.endIndex,
-               let high = hexValue(characters[index + 1]), let low = hexValue(characters[index + 2]) {
+               characters[index + 1].isASCII, characters[index + 2].isASCII,
+               let high = hexValue(UInt8(characters[index + 1].value)), let low = hexValue(UInt8(characters[index + 2].value)) {
                 bytes.append(high << 4 | low)
                 index += 3
                 continue
@@ -64,15 +65,6 @@ extension RTSPSource {
         }
         return String(decoding: bytes.filter { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a) }.map { $0 | ($0 >= 0x41 ? 0x20 : 0) },
                       as: UTF8.self)
-    }
-
-    private static func hexValue(_ character: Unicode.Scalar) -> UInt8? {
-        switch character {
-        case "0"..."9": UInt8(character.value - 0x30)
-        case "a"..."f": UInt8(character.value - 0x61 + 10)
-        case "A"..."F": UInt8(character.value - 0x41 + 10)
-        default: nil
-        }
     }
 
     /// Where a value that starts at `start` ends.

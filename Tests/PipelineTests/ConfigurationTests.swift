@@ -234,13 +234,21 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp://, rtp://"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {
-        do {
-            _ = try ConfigurationLoader.parse(text, file: "bad.toml")
-            Issue.record("accepted: \(text)")
-        } catch {
-            #expect(error.line == line, "\(error)")
-            #expect(error.message.contains(message), "\(error)")
-            #expect(error.description.hasPrefix("bad.toml:"))
-        }
+        expectRefused(text, line: line, message: message)
+    }
+}
+
+/// `text` must be refused with an error on `line` whose message holds `message`; returns that error.
+@discardableResult
+func expectRefused(_ text: String, line: Int?, message: String) -> ConfigurationError? {
+    do {
+        _ = try ConfigurationLoader.parse(text, file: "bad.toml")
+        Issue.record("accepted: \(text)")
+        return nil
+    } catch {
+        #expect(error.line == line, "\(error)")
+        #expect(error.message.contains(message), "\(error)")
+        #expect(error.description.hasPrefix("bad.toml:"))
+        return error
     }
 }

@@ -20,6 +20,16 @@ import Testing
         return path
     }
 
+    /// A caller with the right passphrase sends `clip`: every frame `cat` reads must be FFmpeg's decode of it.
+    static func expectBitExact(_ clip: String, through daemon: DaemonProcess, directory: URL) throws {
+        let cat = try CatProcess(stream: daemon.name, frames: frames, directory: directory)
+        let sent = try send(clip, to: url(daemon))
+        #expect(sent.status == 0, "ffmpeg: \(sent.text)")
+        #expect(cat.finish().status == 0)
+        let difference = firstDifference(try catMD5s(cat), try ffmpegMD5s(clip))
+        #expect(difference == nil, "\(difference ?? "")")
+    }
+
     static func url(_ daemon: DaemonProcess, passphrase: String? = SRTIngestTests.passphrase) -> String {
         "srt://127.0.0.1:\(daemon.port)" + (passphrase.map { "?passphrase=\($0)" } ?? "")
     }
@@ -124,12 +134,7 @@ import Testing
         while daemon.status?.state != .waiting && Date() < deadline.addingTimeInterval(10) { usleep(20_000) }
         #expect(daemon.status?.state == .waiting)
         #expect(daemon.log.contains("sender disconnected: no video for"))
-        let cat = try CatProcess(stream: daemon.name, frames: Self.frames, directory: directory)
-        let sent = try Self.send(clip, to: Self.url(daemon))
-        #expect(sent.status == 0, "ffmpeg: \(sent.text)")
-        #expect(cat.finish().status == 0)
-        let difference = firstDifference(try catMD5s(cat), try ffmpegMD5s(clip))
-        #expect(difference == nil, "\(difference ?? "")")
+        try Self.expectBitExact(clip, through: daemon, directory: directory)
         #expect(daemon.isRunning)
     }
 
