@@ -17,6 +17,7 @@ status=0
 cat "$work/out/report.md" >&2
 if [ "$status" != 0 ]; then
     say "FAILED (status $status); the daemon's log:"
+    tar -xzf "$work/out/logs.tar.gz" -C "$work/out" 2>/dev/null || true
     tail -n 30 "$work"/out/logs/daemon-*.log >&2 || true
     exit 1
 fi
@@ -28,5 +29,6 @@ exact=$(awk -F'\t' '$1 == "exact" && $5 == "exact"' "$work/out/results.tsv" | wc
 runs=$(awk -F'\t' '$1 == "exact"' "$work/out/results.tsv" | wc -l)
 [ "$exact" = "$runs" ] && [ "$runs" -ge 15 ] || { say "FAILED: $exact of $runs runs bit-exact"; exit 1; }
 grep -qP '^capacity\t.*\t[1-9][0-9]*\tstreams' "$work/out/results.tsv" || { say "FAILED: no stream sustained"; exit 1; }
+tar -tzf "$work/out/logs.tar.gz" | grep -q 'logs/daemon-exact-none.log' || { say "FAILED: no logs.tar.gz with the daemon's logs"; exit 1; }
 say "ok: $exact of $runs runs bit-exact; measurements ran"
 echo "gpu-kit: 1 passed, 0 failed"

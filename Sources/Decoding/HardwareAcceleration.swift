@@ -98,6 +98,12 @@ public protocol HardwareDeviceProbing: Sendable {
     func codecSupports(_ accelerator: HardwareAccelerator, codec: VideoCodec) -> Bool
     /// Opens the default device of `accelerator`, or says why it could not.
     func openDevice(_ accelerator: HardwareAccelerator, codec: VideoCodec) -> Result<HardwareDevice, HardwareProbeFailure>
+    /// A decoder gave `device` up as lost: a probe that shares devices opens a fresh one next time.
+    func deviceLost(_ device: HardwareDevice)
+}
+
+extension HardwareDeviceProbing {
+    public func deviceLost(_ device: HardwareDevice) {}
 }
 
 public struct HardwareProbeFailure: Error, Sendable, Equatable {
@@ -208,17 +214,29 @@ public struct FFmpegHardwareProbe: HardwareDeviceProbing {
         guard let pixelFormat = hardwarePixelFormat(accelerator, codec: codec) else {
             return .failure(HardwareProbeFailure(reason: "not supported by the \(codec.rawValue) decoder"))
         }
-        var context: UnsafeMutablePointer<AVBufferRef>?
-        // libavutil logs its own attempts at warning level; keep our one summary line instead.
-        let previousLevel = av_log_get_level()
-        av_log_set_level(AV_LOG_QUIET)
-        let result = av_hwdevice_ctx_create(&context, accelerator.deviceType, nil, nil, 0)
-        av_log_set_level(previousLevel)
-        guard result >= 0, let context else {
-            return .failure(HardwareProbeFailure(reason: "cannot open \(accelerator.defaultDevice): \(ffmpegErrorText(result))"))
+        // One context per accelerator for the whole process (SharedHardwareDevices): opened by the first decoder.
+        let shared = SharedHardwareDevices.reference(accelerator) {
+            var context: UnsafeMutablePointer<AVBufferRef>?
+            // libavutil logs its own attempts at warning level; keep our one summary line instead.
+            let previousLevel = av_log_get_level()
+            av_log_set_level(AV_LOG_QUIET)
+            let result = av_hwdevice_ctx_create(&context, accelerator.deviceType, nil, nil, 0)
+            av_log_set_level(previousLevel)
+            guard result >= 0, let context else {
+                return .failure(HardwareProbeFailure(reason: "cannot open \(accelerator.defaultDevice): \(ffmpegErrorText(result))"))
+            }
+            return .success(context)
         }
-        return .success(HardwareDevice(accelerator: accelerator, context: context, pixelFormat: pixelFormat,
-                                       injectedFailureAfterFrames: Self.injectedFailureAfterFrames))
+        return shared.map {
+            HardwareDevice(accelerator: accelerator, context: $0, pixelFormat: pixelFormat,
+                           injectedFailureAfterFrames: Self.injectedFailureAfterFrames)
+        }
+    }
+
+    /// The next decoder opens a fresh context: this one is taken for lost.
+    public func deviceLost(_ device: HardwareDevice) {
+        guard let context = device.context else { return }
+        SharedHardwareDevices.drop(device.accelerator, context: context)
     }
 
     /// `STREAMRECVD_INJECT_HARDWARE_FAILURE_AFTER_FRAMES=N`: every hardware decoder "loses" its device after N

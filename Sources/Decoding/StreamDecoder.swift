@@ -217,7 +217,6 @@ public final class StreamDecoder {
     }
 
     // MARK: - Creation
-
     private func open(for input: DecoderInput, recreation: Bool) -> Bool {
         waitingReported = false
         if selection == nil {
@@ -375,6 +374,8 @@ public final class StreamDecoder {
     private func fallBackToSoftware(_ reason: String, output: (DecodedFrame) -> Void) {
         statistics.hardwareFallbacks += 1
         report(.fellBackToSoftware(reason: reason))
+        // Worked, then failed: the device is lost (one that never gave a frame may only lack this profile).
+        if hardwareConfirmed, let lost = selection?.device { probe.deviceLost(lost) }
         softwareOnly = true
         selection = HardwareSelection(device: nil, attempts: [], preference: .none)
         decoder = nil
