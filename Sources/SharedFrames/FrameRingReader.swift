@@ -1,6 +1,7 @@
 import CFrameRing
 import FrameFormats
 import Glibc
+import Synchronization
 
 /// One frame as read from a slot: its fields, and its pixels copied out (the copy is what makes a seqlock read
 /// safe: it is checked after copying).
@@ -91,18 +92,33 @@ public enum AttachError: Error, CustomStringConvertible, Sendable {
 /// and only the validated values are used; each slot is checked before its planes are; an object that shrinks
 /// under the mapping turns into `.invalid` instead of SIGBUS. Follows the writer across restarts and across
 /// moves to a new object (`reattachIfReplaced()`).
-public final class FrameRingReader: @unchecked Sendable {
+///
+/// Safe to share between threads: the object it reads is swapped whole under a lock (a call that began on the old
+/// one finishes on it, which stays mapped while the call holds it), and the counters are atomic.
+public final class FrameRingReader: Sendable {
     public let shmName: String
-    private var object: SharedMemoryObject
-    private var geometry: RingGeometry
-    /// Frames skipped because the writer lapped this reader.
-    public private(set) var lappedFrames: UInt64 = 0
+    private struct Attachment: Sendable {
+        var object: SharedMemoryObject
+        var geometry: RingGeometry
+    }
+    private let attachment: Mutex<Attachment>
+    private let lapped = Atomic<UInt64>(0)
+    private let torn = Atomic<UInt64>(0)
+    /// Frames skipped because the writer lapped this reader (every caller of `next` together).
+    public var lappedFrames: UInt64 { lapped.load(ordering: .relaxed) }
     /// Reads retried because the slot was being written.
-    public private(set) var tornReads: UInt64 = 0
+    public var tornReads: UInt64 { torn.load(ordering: .relaxed) }
+
+    /// The object and its geometry now: one consistent pair for the whole of a call.
+    private var current: (object: SharedMemoryObject, geometry: RingGeometry) {
+        let now = attachment.withLock { $0 }
+        return (now.object, now.geometry)
+    }
 
     public init(shmName: String) throws(AttachError) {
         self.shmName = shmName
-        (object, geometry) = try Self.attach(shmName)
+        let (object, geometry) = try Self.attach(shmName)
+        attachment = Mutex(Attachment(object: object, geometry: geometry))
     }
 
     private static func attach(_ name: String) throws(AttachError) -> (SharedMemoryObject, RingGeometry) {
@@ -121,6 +137,7 @@ public final class FrameRingReader: @unchecked Sendable {
     /// Whether a writer holds the ring now (its lock; a daemon killed with SIGKILL holds none). Falls back to the
     /// header's pid where the lock cannot be tested.
     public var writerIsAlive: Bool {
+        let (object, geometry) = current
         if let present = object.writerPresent { return present }
         let pid = object.withMapping { pid_t(bitPattern: RingPointers(base: $0, geometry: geometry).header.pointee.writer_pid) }
         return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
@@ -130,14 +147,14 @@ public final class FrameRingReader: @unchecked Sendable {
     /// Returns true when it switched.
     @discardableResult
     public func reattachIfReplaced() -> Bool {
-        guard case .object(let identity) = SharedMemoryObject.lookup(shmName), identity != object.identity,
+        guard case .object(let identity) = SharedMemoryObject.lookup(shmName), identity != current.object.identity,
               let replacement = try? Self.attach(shmName) else { return false }
-        (object, geometry) = replacement
+        attachment.withLock { $0 = Attachment(object: replacement.0, geometry: replacement.1) }
         return true
     }
 
     /// Size of the mapped object in bytes.
-    public var objectSize: Int { object.size }
+    public var objectSize: Int { current.object.size }
 
     /// The header's advisory source status, read until two reads agree (the writer may be rewriting it).
     private static func sourceStatus(_ ring: RingPointers) -> String {
@@ -151,7 +168,8 @@ public final class FrameRingReader: @unchecked Sendable {
     }
 
     public var status: RingStatus {
-        object.withMapping { base in
+        let (object, geometry) = current
+        return object.withMapping { base in
             let ring = RingPointers(base: base, geometry: geometry)
             let header = ring.header.pointee
             let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
@@ -179,25 +197,29 @@ public final class FrameRingReader: @unchecked Sendable {
     }
 
     public var latestSequence: UInt64 {
-        object.withMapping { streamrecv_shm_load_u64(RingPointers(base: $0, geometry: geometry).headerField(\.latest_sequence, as: UInt64.self)) }
+        let (object, geometry) = current
+        return object.withMapping { streamrecv_shm_load_u64(RingPointers(base: $0, geometry: geometry).headerField(\.latest_sequence, as: UInt64.self)) }
     }
 
     /// The state the header says now (`.replaced`: the stream moved to a new object).
     public var state: StreamState {
+        let (object, geometry) = current
         let raw = object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0, geometry: geometry).headerField(\.stream_state, as: UInt32.self)) }
         return StreamState(rawValue: raw) ?? .stopped
     }
 
     /// The futex word's current value, to pass to `wait(seen:timeoutNanoseconds:)`.
     public var wakeWord: UInt32 {
-        object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0, geometry: geometry).headerField(\.wake_word, as: UInt32.self)) }
+        let (object, geometry) = current
+        return object.withMapping { streamrecv_shm_load_u32(RingPointers(base: $0, geometry: geometry).headerField(\.wake_word, as: UInt32.self)) }
     }
 
     /// Sleeps until the writer publishes or changes state after `seen` was read, or the timeout passes.
     /// Returns false on timeout.
     @discardableResult
     public func wait(seen: UInt32, timeoutNanoseconds: Int64) -> Bool {
-        object.withMapping { base in
+        let (object, geometry) = current
+        return object.withMapping { base in
             // A futex on a page the object no longer has fails with EFAULT (no signal): treated as a wake-up.
             streamrecv_shm_wait(RingPointers(base: base, geometry: geometry).header, seen, timeoutNanoseconds) != ETIMEDOUT
         }
@@ -227,6 +249,7 @@ public final class FrameRingReader: @unchecked Sendable {
     ) rethrows -> ZeroCopyOutcome<Result> {
         // The stream moved to a new object since the last read: read from that one.
         if state == .replaced { reattachIfReplaced() }
+        let (object, geometry) = current
         let outcome: ZeroCopyOutcome<Result> = try object.withMapping { base in
             let ring = RingPointers(base: base, geometry: geometry)
             let latest = streamrecv_shm_load_u64(ring.headerField(\.latest_sequence, as: UInt64.self))
@@ -237,7 +260,7 @@ public final class FrameRingReader: @unchecked Sendable {
             let slot = UnsafePointer(ring.slot(index))
             // Never written (seqlock 0) while latest says the frame exists: this object began after it.
             if streamrecv_shm_load_u64(UnsafePointer(ring.slotField(index, \.seqlock))) == 0 {
-                return .lapped(oldestAvailable: oldestHeld(after: sequence, latest: latest, ring: ring))
+                return .lapped(oldestAvailable: Self.oldestHeld(after: sequence, latest: latest, ring: ring, geometry: geometry))
             }
             let begin = streamrecv_shm_read_begin(slot)
             if begin == 0 { return .torn }
@@ -247,7 +270,7 @@ public final class FrameRingReader: @unchecked Sendable {
                 // Newer: overwritten since `latest` was read; the slot's own frame bounds what is still held.
                 if copy.sequence > sequence { return .lapped(oldestAvailable: copy.sequence &- count &+ 1) }
                 // Older than latest says: this object began after that frame (the writer moved to it).
-                return .lapped(oldestAvailable: oldestHeld(after: sequence, latest: latest, ring: ring))
+                return .lapped(oldestAvailable: Self.oldestHeld(after: sequence, latest: latest, ring: ring, geometry: geometry))
             }
             var checked = geometry.checked
             guard let format = PixelFormat(rawValue: copy.pixel_format), streamrecv_shm_check_slot(&copy, &checked) == nil,
@@ -271,7 +294,7 @@ public final class FrameRingReader: @unchecked Sendable {
     }
 
     /// The oldest frame after `sequence` this object holds (one the writer began it with), or `latest + 1`.
-    private func oldestHeld(after sequence: UInt64, latest: UInt64, ring: RingPointers) -> UInt64 {
+    private static func oldestHeld(after sequence: UInt64, latest: UInt64, ring: RingPointers, geometry: RingGeometry) -> UInt64 {
         var oldest = latest &+ 1
         for index in 0..<geometry.slotCount {
             let slot = UnsafePointer(ring.slot(index))
@@ -294,6 +317,15 @@ public final class FrameRingReader: @unchecked Sendable {
     /// The frame after `previous`, waiting up to `timeoutNanoseconds` for it. Skips ahead (counting
     /// `lappedFrames`) when the writer lapped us; retries torn reads; follows a restarted daemon.
     public func next(after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool = false) -> NextOutcome {
+        var skipped: UInt64 = 0
+        return next(after: previous, into: &pixels, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: stopWhenStopped, skipped: &skipped)
+    }
+
+    /// `next`, adding the frames this call skipped to `skipped`: per caller, where `lappedFrames` counts every
+    /// caller of a shared reader together.
+    public func next(
+        after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool, skipped: inout UInt64
+    ) -> NextOutcome {
         var wanted = previous &+ 1
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
         var consecutiveTorn = 0
@@ -303,11 +335,13 @@ public final class FrameRingReader: @unchecked Sendable {
             case .frame(let info):
                 return .frame(info)
             case .lapped(let oldest):
-                lappedFrames &+= oldest > wanted ? oldest - wanted : 0
+                let missed = oldest > wanted ? oldest - wanted : 0
+                lapped.add(missed, ordering: .relaxed)
+                skipped &+= missed
                 wanted = oldest
                 continue
             case .torn:
-                tornReads += 1
+                torn.add(1, ordering: .relaxed)
                 consecutiveTorn += 1
                 // A slot stays "being written" only if its writer died mid-write: stop spinning, and give up
                 // once the writer is gone.

@@ -65,9 +65,11 @@ public struct FrameStream: AsyncSequence, Sendable {
                 let result: (NextOutcome, [UInt8], UInt64) = await withCheckedContinuation { continuation in
                     queue.async {
                         var pixels: [UInt8] = []
-                        let lapped = reader.lappedFrames
-                        let outcome = reader.next(after: previous, into: &pixels, timeoutNanoseconds: slice, stopWhenStopped: true)
-                        continuation.resume(returning: (outcome, pixels, reader.lappedFrames &- lapped))
+                        // Counted per call: iterators of one stream share its reader.
+                        var skipped: UInt64 = 0
+                        let outcome = reader.next(after: previous, into: &pixels, timeoutNanoseconds: slice, stopWhenStopped: true,
+                                                  skipped: &skipped)
+                        continuation.resume(returning: (outcome, pixels, skipped))
                     }
                 }
                 switch result.0 {

@@ -41,19 +41,23 @@ enum ExistingObject {
 /// One mapped POSIX shared-memory object under /dev/shm. Owns its descriptor and mapping; `deinit` unmaps and
 /// closes. The mapping is guarded (`mapping_guard.h`): if another process shrinks the object, accesses land on
 /// zero pages instead of killing the process, and `faulted` turns true.
-final class SharedMemoryObject {
+///
+/// Immutable once made, so readers on several threads may share one: the mapping's address is kept as an integer
+/// (the memory behind it is shared with other processes anyway; what makes access safe is the ring's seqlock).
+final class SharedMemoryObject: Sendable {
     static let directory = "/dev/shm/"
 
-    /// The name it was opened under, or the temporary name of a new object until `install(as:)`.
-    private(set) var name: String
+    /// The name it was opened under, or for a new object the temporary name `install(as:)` renames.
+    private let openedName: String
     let size: Int
     let writable: Bool
     let identity: ObjectIdentity
     /// The user who created it.
     let owner: UInt32
     let descriptor: Int32
-    private let base: UnsafeMutableRawPointer
+    private let baseAddress: UInt
     private let guardNumber: Int32
+    private var base: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: baseAddress)! }
 
     private init(name: String, size: Int, writable: Bool, descriptor: Int32, status: stat) throws(SharedMemoryError) {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
@@ -62,13 +66,13 @@ final class SharedMemoryObject {
         guard let base = mmap(nil, size, protection, flags, descriptor, 0), base != MAP_FAILED else {
             throw SharedMemoryError(operation: "mmap", name: name, errno: errno)
         }
-        self.name = name
+        openedName = name
         self.size = size
         self.writable = writable
         self.descriptor = descriptor
         identity = ObjectIdentity(status)
         owner = status.st_uid
-        self.base = base
+        baseAddress = UInt(bitPattern: base)
         guardNumber = streamrecv_guard_register(base, size)
         guard guardNumber >= 0 else {
             // Unguarded, a shrunk object would kill the process: refuse instead (1024 mappings in one process).
@@ -145,13 +149,12 @@ final class SharedMemoryObject {
     /// Puts a new object under `name`, atomically replacing whatever was there (readers of the old one see its
     /// inode change). On failure the new object is removed.
     func install(as name: String) throws(SharedMemoryError) {
-        let temporary = Self.directory + self.name
+        let temporary = Self.directory + openedName
         guard rename(temporary, Self.directory + name) == 0 else {
             let error = errno
             Glibc.unlink(temporary)
             throw SharedMemoryError(operation: "rename a new ring to", name: name, errno: error)
         }
-        self.name = name
     }
 
     /// Opens the object behind `name` for writing, if it is one this user created, and takes its write lock.
