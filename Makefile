@@ -35,7 +35,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
 SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
-.PHONY: deps test run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin
+.PHONY: deps test check run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -48,6 +48,13 @@ deps:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+## check: the unit tests only (no daemon process, no packaging): did I break it? In about 15 s after a build.
+## Needs what `make test` installs.
+UNIT_TEST_MODULES = BitstreamTests|DecodingTests|SharedFramesTests|PipelineTests|StreamrecvctlTests
+check:
+	swift build --build-tests
+	swift test --skip-build --disable-xctest --filter "$(UNIT_TEST_MODULES)"
 
 ## test: install dependencies, build, and run every test, then build the Debian package and the tarball and run each
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
