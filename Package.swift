@@ -1,9 +1,11 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Module map: see docs/architecture.md. `Bitstream` is pure (no I/O, no C, no logging) and fuzzed;
-// later modules (CFFmpeg, Decoding, CFrameRing, SharedFrames, Ingest, CSystemd, Pipeline, streamrecvd)
-// slot in beside it as their issues land.
+// Module map: see docs/architecture.md. `Bitstream` is pure (no I/O, no C, no logging) and fuzzed. C code and
+// system libraries sit in targets of their own (CFFmpeg, CAVFormat, CSwscale, CSRT, CSystemd, CFrameRing,
+// CMappingGuard, CAllocationCounter). `Pipeline` is the daemon: its network ingest (Sources/Pipeline/Ingest) and
+// its decode thread (Sources/Pipeline/Decode) are folders inside that one target, not targets of their own.
+// `streamrecvd` and `streamrecvctl` are thin executables over the library targets.
 let package = Package(
     name: "streamrecvd",
     platforms: [.macOS(.v14)],

@@ -90,16 +90,16 @@ extension ConfigurationLoader {
                 if earlier.shmName == stream.shmName { throw fail("shm_name '\(stream.shmName)' is used twice", "stream", index, "shm_name") }
             }
             // A pulled stream binds nothing; its server's name is resolved at each connection (it may not resolve at boot).
-            guard stream.rtsp == nil else { continue }
-            guard let addresses = BindAddress.resolve(stream.listen.host) else {
-                throw fail("listen host '\(stream.listen.host)' does not resolve to an address", "stream", index, "listen")
+            guard let listen = stream.source.listenAddress else { continue }
+            guard let addresses = BindAddress.resolve(listen.host) else {
+                throw fail("listen host '\(listen.host)' does not resolve to an address", "stream", index, "listen")
             }
-            for other in sockets where other.listen.transport.isDatagram == stream.listen.transport.isDatagram
-                && other.listen.port == stream.listen.port && BindAddress.overlap(other.addresses, addresses) {
-                throw fail("listen address \(stream.listen) takes the same \(stream.listen.transport.isDatagram ? "UDP" : "TCP") port as \(other.what) (\(other.listen))",
+            for other in sockets where other.listen.transport.isDatagram == listen.transport.isDatagram
+                && other.listen.port == listen.port && BindAddress.overlap(other.addresses, addresses) {
+                throw fail("listen address \(listen) takes the same \(listen.transport.isDatagram ? "UDP" : "TCP") port as \(other.what) (\(other.listen))",
                            "stream", index, "listen")
             }
-            sockets.append(("stream '\(stream.name)'", stream.listen, addresses))
+            sockets.append(("stream '\(stream.name)'", listen, addresses))
         }
     }
 }

@@ -108,7 +108,8 @@ public struct SRTSettings: Sendable, Equatable {
 /// One `[[stream]]` entry, validated.
 public struct StreamConfiguration: Sendable, Equatable {
     public var name: String
-    public var listen: ListenAddress
+    /// The transport and its own settings.
+    public var source: StreamSource
     /// Nil: recognised from the first parameter set (`codec = "auto"`).
     public var codec: VideoCodec?
     public var decoder: DecoderConfiguration
@@ -123,19 +124,8 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var idleTimeout: Double
     /// Largest access unit accepted, in bytes; larger ones are dropped before the decoder sees them.
     public var maxAccessUnitBytes: Int
-    /// RTP payload type of the video (dynamic types are negotiated out of band; 96 is the common choice).
-    public var rtpPayloadType: UInt8 = 96
-    /// Ticks per second of RTP timestamps (RFC 6184/7798 fix 90 kHz for video; for senders that do not).
-    public var rtpClockRate: UInt32 = 90000
-    /// Packets an RTP packet may be overtaken by and still be put back in order.
-    public var rtpReorderWindow = 8
     /// What frames decoded after lost data look like until the next keyframe.
     public var lossPolicy = LossPolicy.conceal
-    /// For rtp://: RTCP feedback sent after a loss, at most once per `keyframeRequestInterval` seconds.
-    public var keyframeRequest = KeyframeRequest.none
-    public var keyframeRequestInterval = 1.0
-    /// RTCP goes to the sender's RTP port (RFC 5761 multiplexing) instead of that port + 1 (RFC 3550's convention).
-    public var rtcpMux = false
     /// Sources allowed to send (TCP connections, datagrams); empty allows all.
     public var allow: [AddressRange] = []
     /// Keys of earlier versions that are accepted but no longer do anything (`idle_flush`,
@@ -147,18 +137,12 @@ public struct StreamConfiguration: Sendable, Equatable {
     /// The most bytes the stream's ring may take; nil: room for `slots` frames of max_width × max_height in any
     /// 4:2:0 layout (`FrameRingConfiguration.defaultSizeLimit`). Rings are sized to the frames actually decoded.
     public var ringSizeLimit: Int?
-    /// udp:// and rtp://: the socket's receive buffer (the kernel caps it at net.core.rmem_max).
-    public var receiveBufferBytes = 8 << 20
-    /// srt://: latency and passphrase.
-    public var srt = SRTSettings()
-    /// For `source = "rtsp://…"` streams: the server, credentials and transport (`listen` then names the server).
-    public var rtsp: RTSPSource?
     /// Where the stream's keys are in the file, for messages about them after loading.
     public var lines = KeyPlaces()
 
-    public init(name: String, listen: ListenAddress) {
+    public init(name: String, source: StreamSource) {
         self.name = name
-        self.listen = listen
+        self.source = source
         codec = nil
         decoder = DecoderConfiguration()
         slots = 8
@@ -209,10 +193,42 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
     /// Whether the file itself holds a secret (a password in a URL or key, an SRT passphrase): then it must not be
     /// readable by every user.
-    var holdsSecrets: Bool { streams.contains { $0.srt.passphrase != nil || $0.rtsp?.passwordInConfiguration == true } }
+    var holdsSecrets: Bool { streams.contains { $0.srt?.passphrase != nil || $0.rtsp?.passwordInConfiguration == true } }
 }
 
 extension StreamConfiguration {
+    /// What the stream listens on; for a pulled stream, its server (as `rtsp://HOST:PORT`).
+    public var listen: ListenAddress {
+        switch source {
+        case .tcp(let address), .udp(let address, _), .rtp(let address, _), .srt(let address, _): return address
+        case .rtsp(let settings): return ListenAddress(transport: .rtsp, host: settings.camera.host, port: settings.camera.port)
+        }
+    }
+
+    /// The server of a pulled stream.
+    public var rtsp: RTSPSource? { if case .rtsp(let settings) = source { settings.camera } else { nil } }
+
+    /// The SRT settings of an srt:// stream.
+    public var srt: SRTSettings? { if case .srt(_, let settings) = source { settings } else { nil } }
+
+    /// How RTP is received: rtp:// and rtsp:// streams' own settings, the defaults for the others.
+    public var rtp: RTPSettings {
+        switch source {
+        case .rtp(_, let settings): return settings
+        case .rtsp(let settings): return settings.rtp
+        case .tcp, .udp, .srt: return RTPSettings()
+        }
+    }
+
+    /// The datagram socket's receive buffer (udp://, rtp://, RTSP over UDP).
+    public var receiveBufferBytes: Int {
+        switch source {
+        case .udp(_, let bytes): return bytes
+        case .rtp, .rtsp: return rtp.receiveBufferBytes
+        case .tcp, .srt: return StreamSource.defaultReceiveBufferBytes
+        }
+    }
+
     /// What the stream listens on, or pulls from (without credentials).
     public var endpoint: String { rtsp.map { "source \($0)" } ?? listen.description }
 

@@ -153,14 +153,13 @@ final class StreamPipeline: @unchecked Sendable {
     }
 
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Listener {
-        switch configuration.listen.transport {
-        case .rtsp:
+        switch configuration.source {
+        case .rtsp(let settings):
             if let inheritedDescriptor {
                 logger.warning("socket activation: a source = \"rtsp://…\" stream listens on nothing; closing the socket passed to it")
                 close(inheritedDescriptor)
             }
-            guard let source = configuration.rtsp else { throw ChannelError.unknownLocalAddress }
-            let client = RTSPClient(source: source, configuration: configuration, worker: worker,
+            let client = RTSPClient(source: settings.camera, configuration: configuration, worker: worker,
                                     context: RTSPClientContext(group: group, metrics: metrics, logger: logger))
             rtspClient.withLockedValue { $0 = client }
             return .rtsp(client)  // started once the decode thread has been told the stream is listening
@@ -261,7 +260,7 @@ final class StreamPipeline: @unchecked Sendable {
         let configuration = self.configuration
         let logger = self.logger
         let metrics = self.metrics
-        let (messages, messageBytes) = configuration.listen.transport == .rtp ? (16, 9216) : (8, 65536)
+        let (messages, messageBytes) = configuration.source.transport == .rtp ? (16, 9216) : (8, 65536)
         let activity = self.activity
         // No SO_REUSEADDR: with it, any local user could bind the same port and receive the stream.
         let bootstrap = DatagramBootstrap(group: group)

@@ -192,18 +192,6 @@ struct AssemblerHarness {
         #expect(h.events.filter { $0.kind == .sps && $0.changes == [.size] }.count == 1999)
     }
 
-    @Test func codecIsDetectedFromTheFirstParameterSet() {
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x40, 0x01, 0x0C][...]) == .h265)
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x42, 0x01, 0x01][...]) == .h265)
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x67, 0x42][...]) == .h264)
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x28, 0xCE][...]) == .h264)
-        // An H.264 SPS with nal_ref_idc 0 is not a valid parameter set; a slice is not a parameter set.
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x07, 0x42][...]) == nil)
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x65, 0x88][...]) == nil)
-        // H.265 VPS with a temporal id other than 0 is invalid.
-        #expect(CodecDetector.codec(ofFirstParameterSet: [0x40, 0x02][...]) == nil)
-    }
-
     @Test func recoveryPointMakesARandomAccessPoint() {
         var h = AssemblerHarness()
         h.push(Build.h264SPS())
@@ -253,46 +241,6 @@ struct AssemblerHarness {
             let result = assemble(Array(stream.prefix(length)))
             #expect(result.accessUnits.count <= 2)
         }
-    }
-}
-
-@Suite struct SEITests {
-    @Test func displayOrientationInBothCodecs() {
-        for codec in VideoCodec.allCases {
-            var w = BitWriter()
-            w.flag(false)  // cancel
-            w.flag(true)   // hor_flip
-            w.flag(false)  // ver_flip
-            w.u(16, 16384) // a quarter turn
-            if codec == .h264 { w.ue(0); w.flag(false) } else { w.flag(true) }
-            w.trailingBits()
-            let unit = Build.sei(codec: codec, type: 47, payload: w.bytes)
-            let messages = SEIMessages(codec: codec, payload: unit.dropFirst(codec == .h264 ? 1 : 2))
-            let orientation = messages.displayOrientation ?? nil
-            #expect(orientation?.rotationDegrees == 90, "\(codec)")
-            #expect(orientation?.horizontalFlip == true, "\(codec)")
-            #expect(!messages.malformed)
-        }
-    }
-
-    @Test func h265RecoveryPointHasASignedCount() {
-        var w = BitWriter()
-        w.se(-3)
-        w.flag(false)
-        w.flag(true)
-        w.trailingBits()
-        let unit = Build.sei(codec: .h265, type: 6, payload: w.bytes)
-        let messages = SEIMessages(codec: .h265, payload: unit.dropFirst(2))
-        #expect(messages.recoveryPoint?.recoveryFrameCount == -3)
-        #expect(messages.recoveryPoint?.exactMatch == false)
-        #expect(messages.recoveryPoint?.brokenLink == true)
-    }
-
-    @Test func payloadSizeBeyondTheUnitIsMalformed() {
-        let unit: [UInt8] = [0x06, 6, 200, 0x80]
-        #expect(SEIMessages(codec: .h264, payload: unit.dropFirst()).malformed)
-        let runaway: [UInt8] = [0x06] + [UInt8](repeating: 0xFF, count: 10_000)
-        #expect(SEIMessages(codec: .h264, payload: runaway.dropFirst()).malformed)
     }
 }
 

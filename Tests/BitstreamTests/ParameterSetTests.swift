@@ -4,25 +4,6 @@ import StreamrecvTestSupport
 import Testing
 
 @Suite struct ParameterSetTests {
-    @Test func parsesCroppingAndTiming() throws {
-        let unit = Build.h264SPS(widthInMbs: 120, heightInMapUnits: 68, crop: (0, 0, 0, 4), timing: (1001, 60000))
-        let sps = try H264SequenceParameterSet(payload: unit.dropFirst())
-        #expect(sps.format.codedWidth == 1920 && sps.format.codedHeight == 1088)
-        #expect(sps.format.width == 1920 && sps.format.height == 1080)
-        #expect(sps.format.frameRate == FrameRate(numerator: 30000, denominator: 1001))
-        #expect(sps.format.reorderDepth == 0)
-    }
-
-    @Test func rejectsAbsurdDimensions() {
-        // 2^20 macroblocks wide.
-        let unit = Build.h264SPS(widthInMbs: 1 << 20)
-        #expect(throws: BitstreamError.self) { try H264SequenceParameterSet(payload: unit.dropFirst()) }
-        let tall = Build.h264SPS(widthInMbs: 1000, heightInMapUnits: 1000)
-        #expect(throws: BitstreamError.self) { try H264SequenceParameterSet(payload: tall.dropFirst()) }
-        let overCropped = Build.h264SPS(widthInMbs: 2, crop: (8, 8, 0, 0))
-        #expect(throws: BitstreamError.self) { try H264SequenceParameterSet(payload: overCropped.dropFirst()) }
-    }
-
     @Test func rejectsOutOfRangeIds() {
         #expect(throws: BitstreamError.outOfRange(element: "seq_parameter_set_id", value: 32)) {
             try H264SequenceParameterSet(payload: Build.h264SPS(id: 32).dropFirst())
@@ -30,39 +11,6 @@ import Testing
         #expect(throws: BitstreamError.outOfRange(element: "pic_parameter_set_id", value: 256)) {
             try H264PictureParameterSet(payload: Build.h264PPS(id: 256).dropFirst())
         }
-    }
-
-    @Test func rejectsTruncatedSPSAtEveryLength() {
-        let full = Build.h264SPS(profile: 100, crop: (0, 0, 0, 4), timing: (1, 50))
-        for length in 1..<(full.count - 1) {
-            #expect(throws: BitstreamError.self, "length \(length)") {
-                try H264SequenceParameterSet(payload: full[1..<length])
-            }
-        }
-    }
-
-    @Test func storeIgnoresIdenticalRepeatsAndReportsChanges() {
-        var store = ParameterSetStore()
-        let small = Build.h264SPS(widthInMbs: 20, heightInMapUnits: 15)
-        let large = Build.h264SPS(widthInMbs: 40, heightInMapUnits: 30)
-        guard case .updated(let first) = store.receiveH264(small[...]) else { Issue.record("no event"); return }
-        #expect(first.changes == nil)
-        #expect(store.receiveH264(small[...]) == .unchanged)
-        guard case .updated(let second) = store.receiveH264(large[...]) else { Issue.record("no change"); return }
-        #expect(second.changes == [.size])
-        #expect(store.h264SPS[0]?.value.format.width == 640)
-        if case .rejected = store.receiveH264(Build.h264SPS(id: 40)[...]) {} else { Issue.record("accepted id 40") }
-        #expect(store.h264SPS[0]?.value.format.width == 640)
-    }
-
-    @Test func annexBFormOfTheActiveSets() {
-        var store = ParameterSetStore()
-        let sps = Build.h264SPS()
-        let pps = Build.h264PPS(id: 3)
-        _ = store.receiveH264(sps[...])
-        #expect(store.annexBParameterSets(codec: .h264, ppsId: 3) == nil)
-        _ = store.receiveH264(pps[...])
-        #expect(store.annexBParameterSets(codec: .h264, ppsId: 3) == [0, 0, 0, 1] + sps + [0, 0, 0, 1] + pps)
     }
 
     // MARK: Conformance streams

@@ -118,10 +118,10 @@ import Testing
             """, file: "test.toml")
         #expect(configuration.metrics == ListenAddress(transport: .tcp, host: "127.0.0.1", port: 9464))
         let cam = configuration.streams[0]
-        #expect(cam.keyframeRequest == .fir && cam.keyframeRequestInterval == 0.5 && cam.rtcpMux)
+        #expect(cam.rtp.keyframeRequest == .fir && cam.rtp.keyframeRequestInterval == 0.5 && cam.rtp.rtcpMux)
         #expect(cam.allow.map(\.description) == ["192.168.1.0/24", "::1/128"])
         #expect(cam.maxConnectionsPerSecond == 3 && cam.lossPolicy == .keyframe)
-        #expect(cam.rtpPayloadType == 97 && cam.rtpReorderWindow == 16)
+        #expect(cam.rtp.payloadType == 97 && cam.rtp.reorderWindow == 16)
     }
 
     @Test func srtKeysAreReadAndThePassphraseIsNeverPrinted() throws {
@@ -135,12 +135,12 @@ import Testing
             """, file: "srt.toml")
         let field = configuration.streams[0]
         #expect(field.listen == ListenAddress(transport: .srt, host: "::", port: 9000))
-        #expect(field.srt.delivery == .timed && field.srt.latencyMilliseconds == 400)
-        #expect(field.srt.passphrase == SRTPassphrase("a secret of twenty chars"))
+        #expect(field.srt?.delivery == .timed && field.srt?.latencyMilliseconds == 400)
+        #expect(field.srt?.passphrase == SRTPassphrase("a secret of twenty chars"))
         let printed = "\(field) \(String(reflecting: field)) \(ConfigurationReport(configuration).lines)"
         #expect(!printed.contains("a secret"), "\(printed)")
         let plain = try ConfigurationLoader.parse("[[stream]]\nname = \"a\"\nlisten = \"srt://127.0.0.1:9000\"\n", file: "srt.toml")
-        #expect(plain.streams[0].srt.delivery == .arrival && plain.streams[0].srt.passphrase == nil)
+        #expect(plain.streams[0].srt?.delivery == .arrival && plain.streams[0].srt?.passphrase == nil)
     }
 
     @Test func rtspSourcesAreReadAndTheirCredentialsAreNeverPrinted() throws {
@@ -165,7 +165,7 @@ import Testing
         #expect(door.rtsp?.path == "/Streaming/Channels/101?transport=x")
         #expect(door.rtsp?.user == "admin" && door.rtsp?.password == Secret("p@ss:word"))
         #expect(door.rtsp?.url == "rtsp://192.168.1.20:554/Streaming/Channels/101?transport=x")
-        #expect(door.listen.transport == .rtsp && door.receiveBufferBytes == 4 << 20 && door.keyframeRequest == .pli)
+        #expect(door.listen.transport == .rtsp && door.receiveBufferBytes == 4 << 20 && door.rtp.keyframeRequest == .pli)
         let yard = configuration.streams[1]
         #expect(yard.rtsp?.url == "rtsp://[fe80::1]:8554/" && yard.rtsp?.user == nil && yard.rtsp?.transport == .tcp)
         let printed = "\(door) \(String(reflecting: door)) \(door.endpoint) \(ConfigurationReport(configuration).lines)"
@@ -232,9 +232,49 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = \"12Q\"\n", 4, "ring_size_limit"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = 4096\n", 4, "from 1M"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp://, rtp://"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nrtp_reorder_window = 16\n", 4, "applies to rtp:// and rtsp://"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:1\"\nrtp_payload_type = 97\n", 4, "applies to rtp:// streams only"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {
         expectRefused(text, line: line, message: message)
+    }
+
+    /// Every key that belongs to some transports, in a stream of every transport: accepted exactly where it applies
+    /// (its setting then has a place in that transport's case of `StreamSource`), refused elsewhere on its line,
+    /// naming where it applies.
+    @Test func transportKeysAreAcceptedExactlyWhereTheyApply() {
+        let heads = [
+            "tcp": "listen = \"tcp://127.0.0.1:1\"", "udp": "listen = \"udp://127.0.0.1:1\"",
+            "rtp": "listen = \"rtp://127.0.0.1:1\"\ncodec = \"h264\"", "srt": "listen = \"srt://127.0.0.1:1\"",
+            "rtsp": "source = \"rtsp://cam/x\"", "rtsp-udp": "source = \"rtsp://cam/x\"\nrtsp_transport = \"udp\"",
+        ]
+        let keys: [(String, String, Set<String>)] = [
+            ("rtp_payload_type = 97", "rtp_payload_type", ["rtp"]), ("rtp_clock_rate = 48000", "rtp_clock_rate", ["rtp"]),
+            ("rtcp_mux = true", "rtcp_mux", ["rtp"]), ("rtp_reorder_window = 16", "rtp_reorder_window", ["rtp", "rtsp", "rtsp-udp"]),
+            ("keyframe_request = \"pli\"", "keyframe_request", ["rtp", "rtsp", "rtsp-udp"]),
+            ("keyframe_request_interval = 2", "keyframe_request_interval", ["rtp", "rtsp", "rtsp-udp"]),
+            ("receive_buffer = \"4M\"", "receive_buffer", ["udp", "rtp", "rtsp-udp"]),
+            ("srt_delivery = \"timed\"", "srt_delivery", ["srt"]), ("passphrase = \"twenty chars secret!\"", "passphrase", ["srt"]),
+            ("rtsp_auth = \"basic\"", "rtsp_auth", ["rtsp", "rtsp-udp"]), ("rtsp_user = \"u\"", "rtsp_user", ["rtsp", "rtsp-udp"]),
+            ("allow = [\"::1\"]", "allow", ["tcp", "udp", "rtp", "srt"]),
+            ("second_sender = \"takeover\"", "second_sender", ["tcp", "udp", "rtp", "srt"]),
+        ]
+        for (head, transport) in heads.map({ ($0.value, $0.key) }) {
+            for (line, key, owners) in keys {
+                let text = "[[stream]]\nname = \"a\"\n\(head)\n\(line)\n"
+                let keyLine = 3 + head.split(separator: "\n").count
+                if owners.contains(transport) {
+                    #expect(throws: Never.self, "\(key) in \(transport)") { try ConfigurationLoader.parse(text, file: "t.toml") }
+                } else {
+                    let error = expectRefused(text, line: keyLine, message: key)
+                    #expect(error?.message.contains("applies to") == true || error?.message.contains("needs an") == true
+                            || error?.message.contains("does not apply to a source") == true, "\(String(describing: error))")
+                }
+            }
+        }
+        let rtp = try? ConfigurationLoader.parse("[[stream]]\nname = \"a\"\n\(heads["rtp"]!)\nrtp_clock_rate = 48000\nreceive_buffer = \"4M\"\n", file: "t.toml")
+        guard case .rtp(_, let settings)? = rtp?.streams.first?.source else { Issue.record("not an rtp source"); return }
+        #expect(settings.clockRate == 48000 && settings.receiveBufferBytes == 4 << 20)
     }
 }
 

@@ -116,7 +116,7 @@ extension DecodeSession {
         send(request)
         telemetry.metrics.keyframeRequests.increment()
         telemetry.log(.info, key: "keyframe-request", now: now,
-                      "asked the sender for a keyframe (RTCP \(configuration.keyframeRequest.rawValue.uppercased()))")
+                      "asked the sender for a keyframe (RTCP \(configuration.rtp.keyframeRequest.rawValue.uppercased()))")
     }
 
     // MARK: - NAL units to access units

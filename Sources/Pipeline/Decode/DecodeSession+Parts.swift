@@ -49,7 +49,7 @@ extension DecodeSession {
     /// frame!") and came out flagged (seen here; libavcodec 59 seems to reset its references at every packet that
     /// holds an IDR slice).
     private func pictureToDecodeInParts() -> AccessUnit? {
-        guard configuration.listen.transport == .tcp, !parts.suspended, assembler.pictureInProgressDecodesInParts,
+        guard configuration.source.transport == .tcp, !parts.suspended, assembler.pictureInProgressDecodesInParts,
               decoder.decodesInParts(.h264), let picture = assembler.pictureInProgress(), picture.beginsWithFirstSlice,
               picture.randomAccess != .idr,
               let format = picture.format, format.width <= configuration.maxWidth, format.height <= configuration.maxHeight

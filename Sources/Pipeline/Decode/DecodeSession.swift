@@ -62,7 +62,7 @@ final class DecodeSession {
         publisher = FramePublisher(writer: worker.writer, output: configuration.decoder.output)
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
-        keyframes = KeyframeRequester(kind: configuration.keyframeRequest, intervalSeconds: configuration.keyframeRequestInterval)
+        keyframes = KeyframeRequester(kind: configuration.rtp.keyframeRequest, intervalSeconds: configuration.rtp.keyframeRequestInterval)
         decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name) { [unowned self] event in note(event) }
     }
 
@@ -133,14 +133,14 @@ final class DecodeSession {
         bytesThisConnection = 0
         lastProgressReport = 0
         startAfresh()
-        if configuration.listen.transport == .rtp, let codec = configuration.codec {
-            rtp = RTPIngest(codec: codec, payloadType: configuration.rtpPayloadType,
-                            maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
+        if configuration.source.transport == .rtp, let codec = configuration.codec {
+            rtp = RTPIngest(codec: codec, payloadType: configuration.rtp.payloadType,
+                            maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow)
         }
         // A fresh demuxer per caller: it learns the program anew from the PAT and PMT.
-        transportStream = configuration.listen.transport == .srt ? TransportStreamIngest() : nil
-        let clockRate: UInt32 = switch configuration.listen.transport {
-        case .rtp: configuration.rtpClockRate
+        transportStream = configuration.source.transport == .srt ? TransportStreamIngest() : nil
+        let clockRate: UInt32 = switch configuration.source.transport {
+        case .rtp: configuration.rtp.clockRate
         case .srt, .rtsp: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
         case .tcp, .udp: 0
         }
@@ -155,7 +155,7 @@ final class DecodeSession {
     private func describe(_ media: RTPSessionMedia) {
         sessionMedia = media
         rtp = RTPIngest(codec: media.codec, payloadType: media.payloadType,
-                        maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtpReorderWindow)
+                        maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow)
         publisher.writer.setPTSClockRate(media.clockRate)
         applySessionMedia()
     }

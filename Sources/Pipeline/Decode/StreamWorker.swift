@@ -90,7 +90,7 @@ final class StreamWorker: Sendable {
     /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        let work: Work = switch configuration.listen.transport {
+        let work: Work = switch configuration.source.transport {
         case .rtp, .rtsp: .rtp(bytes, receivedAt: time, connection: connection)
         case .srt: .transportStream(bytes, receivedAt: time, connection: connection)
         case .tcp, .udp: .bytes(bytes, receivedAt: time, connection: connection)

@@ -104,7 +104,7 @@ final class RTSPSession {
             _ = try? await request(method: "TEARDOWN", url: sessionURL ?? target.url, timeout: .milliseconds(300), anyStatus: true)
         }
         current.withLockedValue { $0 = nil }
-        if configuration.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
+        if configuration.rtp.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
         if let connection {
             // The handler's closure holds the worker: let go of it with the connection.
             connection.channel.eventLoop.execute { connection.handler.interleaved = nil }
@@ -156,7 +156,7 @@ final class RTSPSession {
         worker.enqueue(.rtpSession(id, RTPSessionMedia(codec: video.codec, payloadType: video.payloadType,
                                                        clockRate: video.clockRate, parameterSets: video.parameterSets)))
         enqueuedConnection = true
-        if configuration.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
+        if configuration.rtp.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
         if stopRequested() { return }
         _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
         if stopRequested() { return }

@@ -11,6 +11,8 @@ import SharedFrames
 /// whose encryption does not match `passphrase` are refused with a log line and a counter. libsrt runs its own threads; everything here touches its sockets from this one.
 final class SRTListener: Sendable {
     let configuration: StreamConfiguration
+    /// Its SRT settings (the stream is an srt:// one: `init` checks).
+    let settings: SRTSettings
     let worker: StreamWorker
     let activity: SenderActivity
     let metrics: StreamMetrics
@@ -47,7 +49,9 @@ final class SRTListener: Sendable {
     /// `inherited`: a UDP socket passed by socket activation, used instead of binding `listen`.
     init(configuration: StreamConfiguration, worker: StreamWorker, activity: SenderActivity, metrics: StreamMetrics,
          logger: Logger, inherited: Int32?) throws {
+        guard let settings = configuration.srt else { throw SRTError.call("an srt:// listener for a stream that is not srt://") }
         self.configuration = configuration
+        self.settings = settings
         self.worker = worker
         self.activity = activity
         self.metrics = metrics
@@ -58,7 +62,7 @@ final class SRTListener: Sendable {
         listener = srt_create_socket()
         guard listener != SRT_INVALID_SOCK else { throw SRTError.call("srt_create_socket") }
         do {
-            try Self.configure(listener, configuration.srt)
+            try Self.configure(listener, settings)
             if let inherited {
                 // Acquired: libsrt owns the descriptor from here on and closes it with the listener.
                 if srt_bind_acquire(listener, inherited) == SRT_ERROR {

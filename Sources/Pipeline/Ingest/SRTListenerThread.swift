@@ -18,6 +18,7 @@ final class SRTListenerThread {
 
     private let owner: SRTListener
     private let configuration: StreamConfiguration
+    private let settings: SRTSettings
     private let worker: StreamWorker
     private let activity: SenderActivity
     private let metrics: StreamMetrics
@@ -35,8 +36,8 @@ final class SRTListenerThread {
     /// Throws when libsrt cannot make the epoll set: the stream then fails to start, and says why.
     init(_ owner: SRTListener) throws {
         self.owner = owner
-        (configuration, worker, activity, metrics, listener) =
-            (owner.configuration, owner.worker, owner.activity, owner.metrics, owner.listener)
+        (configuration, settings, worker, activity, metrics, listener) =
+            (owner.configuration, owner.settings, owner.worker, owner.activity, owner.metrics, owner.listener)
         log = RateLimitedLogger(logger: owner.logger)
         epoll = srt_epoll_create()
         guard epoll >= 0 else { throw SRTError.call("srt_epoll_create: \(String(cString: srt_getlasterror_str()))") }
@@ -120,7 +121,7 @@ final class SRTListenerThread {
     /// the handshake's outcome is left for this to read: a caller with another passphrase is "bad secret".
     private func encryptionProblem(_ socket: SRTSOCKET) -> String? {
         let state = streamrecv_srt_get_int(socket, SRTO_RCVKMSTATE)
-        if configuration.srt.passphrase != nil {
+        if settings.passphrase != nil {
             switch UInt32(bitPattern: state) {
             case SRT_KM_S_SECURED.rawValue: return nil
             case SRT_KM_S_BADSECRET.rawValue: return "wrong passphrase"
@@ -202,7 +203,7 @@ final class SRTListenerThread {
         if statistics.pktRcvDrop > 0 {
             metrics.srtPacketsDropped.increment(by: Int64(statistics.pktRcvDrop))
             log.log(.warning, key: "srt-drop", now: now,
-                    "SRT gave up on \(statistics.pktRcvDrop) packet(s) that came too late (latency_ms = \(configuration.srt.latencyMilliseconds), round trip \(String(statistics.msRTT, decimals: 1)) ms): raise latency_ms to about 4 round trips, or use srt_delivery = \"arrival\"")
+                    "SRT gave up on \(statistics.pktRcvDrop) packet(s) that came too late (latency_ms = \(settings.latencyMilliseconds), round trip \(String(statistics.msRTT, decimals: 1)) ms): raise latency_ms to about 4 round trips, or use srt_delivery = \"arrival\"")
         }
     }
 

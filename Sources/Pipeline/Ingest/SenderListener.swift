@@ -137,7 +137,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
                 end(reason: .idle(seconds: Double(quiet) / 1e9))
             }
         }
-        guard configuration.keyframeRequest != .none else { return }
+        guard configuration.rtp.keyframeRequest != .none else { return }
         let channel = context.channel
         worker.setFeedbackSender { [self] bytes in
             channel.eventLoop.execute { self.sendFeedback(bytes, on: channel) }
@@ -152,7 +152,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
     private func sendFeedback(_ bytes: [UInt8], on channel: Channel) {
         guard var destination = active?.source, let port = destination.port else { return }
-        if !configuration.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
+        if !configuration.rtp.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
         let envelope = AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes))
         channel.writeAndFlush(envelope, promise: nil)
     }
@@ -164,7 +164,7 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if !readingBatch {
             readingBatch = true
-            if configuration.listen.transport == .udp { checkKernelDrops(context.channel) }
+            if configuration.source.transport == .udp { checkKernelDrops(context.channel) }
         }
         let envelope = unwrapInboundIn(data)
         defer { countTowardsLossWindow(envelope.data.readableBytes) }

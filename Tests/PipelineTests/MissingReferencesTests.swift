@@ -2,26 +2,12 @@ import Bitstream
 @testable import Pipeline
 import Testing
 
-/// Frames that cannot be output are counted: entries the decoder will never return, and H.264 reference pictures
-/// that never arrived (a frame_num gap after a loss).
-@Suite struct MissingFramesTests {
+/// H.264 reference pictures that never arrived (a frame_num gap after a loss) are counted.
+@Suite struct MissingReferencesTests {
     static func unit(frameNum: Int, reference: Bool = true, idr: Bool = false) -> AccessUnit {
         AccessUnit(codec: .h264, data: [], nalUnitTypes: [idr ? 5 : 1], streamOffset: 0, sliceCount: 1,
                    randomAccess: idr ? .idr : nil, ppsId: 0, format: nil, parameterSets: nil, displayOrientation: nil,
                    end: .nextAccessUnit, beginsWithFirstSlice: true, isReference: reference, frameNum: (frameNum, 16))
-    }
-
-    @Test func entriesFarBehindAFrameThatCameOutAreAbandonedAndCounted() {
-        var pending = PendingFrames()
-        let frame = PendingFrame(timeFirstByte: 1, timeComplete: 2, keyframe: false, afterLoss: false)
-        for _ in 0..<50 { _ = pending.add(frame) }
-        // Reordered output within the limit abandons nothing.
-        #expect(pending.take(3) != nil && pending.take(1) != nil && pending.takeAbandoned() == 0)
-        // A frame 40 access units later: entries 34 or more before it will never come out.
-        #expect(pending.take(40) != nil)
-        #expect(pending.takeAbandoned() == 4 && pending.takeAbandoned() == 0)  // 0, 2, 4, 5
-        pending.removeAll()
-        #expect(pending.takeAbandoned() == 50 - 3 - 4)
     }
 
     @Test func aFrameNumGapAfterALossCountsTheMissingReferencesOnce() {
