@@ -54,6 +54,8 @@ public enum HardwarePreference: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// An opened hardware device. Owns its `AVBufferRef` (released in deinit).
+// @unchecked: immutable after init. Its one pointer is an `AVBufferRef` whose count libavutil changes atomically,
+// and decoders only read the device context behind it (as the FFmpeg CLI's decoders share one).
 public final class HardwareDevice: @unchecked Sendable {
     public let accelerator: HardwareAccelerator
     /// Nil only for a simulated device made by a test probe.

@@ -7,7 +7,7 @@ import SharedFrames
 /// Reports accept(2) failures on a listening socket (EMFILE when the process is out of descriptors, ENFILE, ENOMEM)
 /// at most once per 10 s with a count, and swallows them. NIO's `AcceptBackoffHandler` in front of it pauses
 /// accepting for a second after each failure: without it the event loop spins on a socket that stays readable.
-final class AcceptErrorReporter: ChannelInboundHandler, @unchecked Sendable {
+final class AcceptErrorReporter: ChannelInboundHandler {
     typealias InboundIn = Channel
     typealias InboundOut = Channel
 

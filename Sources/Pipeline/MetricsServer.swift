@@ -17,7 +17,7 @@ import SharedFrames
 /// Bounded so that it can never take what the video path needs: at most `maximumConnections` connections at once
 /// (more are closed at once and counted), each closed after `idleSeconds` without a request, and accept(2)
 /// failures (out of descriptors) pause accepting instead of spinning.
-final class MetricsServer: Service, @unchecked Sendable {
+final class MetricsServer: Service {
     /// 16, or a quarter of the descriptor limit when that is lower: the video path keeps the rest.
     static let maximumConnections: Int = {
         var limit = rlimit()

@@ -9,7 +9,7 @@ import SharedFrames
 
 /// One configured stream: its shared-memory ring, its decode thread and its listener. `run()` returns after a
 /// graceful shutdown or `stop()` has drained the decoder and marked the ring stopped.
-final class StreamPipeline: @unchecked Sendable {
+final class StreamPipeline: Sendable {
     let configuration: StreamConfiguration
     private let group: EventLoopGroup
     private let logger: Logger

@@ -10,7 +10,7 @@ import UnixSignals
 /// removed ones stop (draining their decoder), changed ones restart with the new settings, and streams whose
 /// configuration is identical are not touched at all. A configuration that fails to load or validate changes
 /// nothing: the error is logged and the daemon keeps running as it was.
-final class StreamSupervisor: Service, @unchecked Sendable {
+final class StreamSupervisor: Service {
     private let group: EventLoopGroup
     private let logger: Logger
     private let configurationPath: String?

@@ -6,7 +6,7 @@ import SharedFrames
 /// Tells systemd how the daemon is doing (Type=notify): READY=1 once every listener is bound and every ring
 /// exists, a STATUS= line at most once a second when it changes, WATCHDOG=1 only while every stream's decode
 /// thread is healthy, STOPPING=1 when the graceful shutdown begins.
-final class SystemdNotifierService: Service, @unchecked Sendable {
+final class SystemdNotifierService: Service {
     private let supervisor: StreamSupervisor
     private let initialStreams: Int
     private let logger: Logger

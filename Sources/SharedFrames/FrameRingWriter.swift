@@ -99,6 +99,8 @@ public enum PublishOutcome: Sendable, Equatable {
 /// way. Objects another user created are never adopted. `close()` marks the ring stopped; it stays, with its
 /// last frames readable, unless the stream is removed. Confined to one thread at a time (the stream's decode
 /// thread, then the pipeline once that thread has ended).
+// @unchecked: not thread-safe. One thread at a time by hand-off: the decode thread, then the pipeline after that
+// thread has been joined. The types do not carry this yet.
 public final class FrameRingWriter: @unchecked Sendable {
     public let configuration: FrameRingConfiguration
     var object: SharedMemoryObject?

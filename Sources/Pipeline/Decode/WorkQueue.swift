@@ -6,6 +6,8 @@ import SharedFrames
 /// (`SenderHandler`), and TCP flow control then holds the sender back, so a decoder slower than the network never
 /// makes memory grow without bound. A pthread mutex and a condition variable on CLOCK_MONOTONIC (a wall-clock
 /// step must not stretch or cut a timed wait); everything else is touched only with the mutex held.
+// @unchecked: every stored property but the two pthread objects is touched only with `mutex` held (Swift's `Mutex`
+// has no condition variable to wait on).
 final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)

@@ -77,7 +77,7 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
 /// The RTSP connection's channel handler: requests go out in order and their answers come back in order (a
 /// client may pipeline, RFC 2326 §9.1); interleaved frames go to `interleaved` at once, on the event loop. The
 /// server's own requests (a keep-alive GET_PARAMETER or OPTIONS) are answered. Confined to the channel's event loop.
-final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+final class RTSPConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -151,9 +151,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Stops reading until `worker` has drained its backlog (on the event loop); not while a request is pending.
     func pauseReading(until worker: StreamWorker) {
-        guard pause(.behind) else { return }
-        let loop = context?.eventLoop
-        worker.whenDrained { loop?.execute { self.resumeReading() } }
+        guard pause(.behind), let loop = context?.eventLoop else { return }
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        worker.whenDrained { loop.execute { bound.value.resumeReading() } }  // called by the decode thread
     }
 
     private func pause(_ state: ReadState) -> Bool {
@@ -231,13 +231,17 @@ struct InterleavedIntakeBudget {
 /// Used by one session task at a time.
 final class RTSPConnection: Sendable {
     let channel: Channel
-    let handler: RTSPConnectionHandler
+    /// Touched only on the channel's event loop (`NIOLoopBound` checks).
+    let handler: NIOLoopBound<RTSPConnectionHandler>
+    /// Why the connection ended: the handler's, read by the session task.
+    let failure: NIOLockedValueBox<RTSPFailure?>
     /// How long a request may wait for its answer.
     static let answerTimeout = TimeAmount.seconds(5)
 
-    private init(channel: Channel, handler: RTSPConnectionHandler) {
+    private init(channel: Channel, handler: NIOLoopBound<RTSPConnectionHandler>, failure: NIOLockedValueBox<RTSPFailure?>) {
         self.channel = channel
         self.handler = handler
+        self.failure = failure
     }
 
     static func connect(host: String, port: Int, group: EventLoopGroup) async throws(RTSPFailure) -> RTSPConnection {
@@ -253,8 +257,10 @@ final class RTSPConnection: Sendable {
             }
         do {
             let channel = try await bootstrap.connect(host: host, port: port).get()
-            let handler = try await channel.pipeline.handler(type: RTSPConnectionHandler.self).get()
-            return RTSPConnection(channel: channel, handler: handler)
+            return try await channel.eventLoop.submit {
+                let handler = try channel.pipeline.syncOperations.handler(type: RTSPConnectionHandler.self)
+                return RTSPConnection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop), failure: handler.failure)
+            }.get()
         } catch {
             throw .unreachable(Self.describe(error))
         }
@@ -269,7 +275,7 @@ final class RTSPConnection: Sendable {
         let promise = channel.eventLoop.makePromise(of: RTSPResponse.self)
         let bytes = Array(text.utf8)
         let handler = self.handler
-        channel.eventLoop.execute { handler.send(bytes, answer: promise) }
+        channel.eventLoop.execute { handler.value.send(bytes, answer: promise) }
         let timeout = channel.eventLoop.scheduleTask(in: timeout) { promise.fail(RTSPFailure.timedOut(method: method)) }
         defer { timeout.cancel() }
         do {
@@ -282,7 +288,7 @@ final class RTSPConnection: Sendable {
     }
 
     /// Back-pressure: no more reads until `worker` drains (called on the event loop).
-    func pauseReading(until worker: StreamWorker) { handler.pauseReading(until: worker) }
+    func pauseReading(until worker: StreamWorker) { handler.value.pauseReading(until: worker) }
 
     /// Writes an interleaved frame (RTCP to the server, over TCP).
     func writeInterleaved(channel number: UInt8, _ payload: [UInt8]) {

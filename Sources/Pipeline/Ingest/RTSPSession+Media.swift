@@ -94,7 +94,7 @@ extension RTSPSession {
         let (note, gate, refuse) = (rtcpReceiver, self.gate, refusalReporter)
         let (lost, worker, id) = (context.metrics.datagramsLost, self.worker, self.id)
         connection.channel.eventLoop.execute {
-            connection.handler.interleaved = { channel, payload in
+            connection.handler.value.interleaved = { channel, payload in
                 if channel == rtpChannel {
                     let verdict = payload.withUnsafeBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: nil) } }
                     // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
@@ -103,7 +103,7 @@ extension RTSPSession {
                     let delivered = accepted && payload.withUnsafeBytes(deliver)
                     let now = MonotonicClock.nanoseconds()
                     let decoding = worker.activity.lastDecoded(of: id).map { now &- $0 < 1_000_000_000 } ?? false
-                    connection.handler.noteRTP(accepted: accepted, productive: delivered && decoding, bytes: payload.count)
+                    connection.handler.value.noteRTP(accepted: accepted, productive: delivered && decoding, bytes: payload.count)
                     if verdict != .accepted { refuse(verdict, "the RTSP connection") }
                     guard accepted else { return }
                     if !delivered { lost.increment() }

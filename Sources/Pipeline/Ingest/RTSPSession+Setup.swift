@@ -89,7 +89,7 @@ extension RTSPSession {
 /// RTP or RTCP datagrams of an rtsp_transport = "udp" session. Only the server may send: its address, its ports and
 /// its SSRC (`RTSPMediaGate`); anything else is ignored, counted as refused (not_allowed) and logged at most once
 /// per 10 s per kind.
-final class RTSPDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
+final class RTSPDatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     /// A receive buffer per datagram of a vector read: a jumbo frame's worth.
     static let messageBytes = 9216

@@ -107,7 +107,7 @@ final class RTSPSession {
         if configuration.rtp.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
         if let connection {
             // The handler's closure holds the worker: let go of it with the connection.
-            connection.channel.eventLoop.execute { connection.handler.interleaved = nil }
+            connection.channel.eventLoop.execute { connection.handler.value.interleaved = nil }
         }
         connection?.close()
         udp?.rtp.close(promise: nil)
@@ -178,7 +178,7 @@ final class RTSPSession {
         var nextProbe = start
         while true {
             if stopRequested() { return nil }
-            if !connection.channel.isActive { return connection.handler.failure.withLockedValue { $0 } ?? .closed }
+            if !connection.channel.isActive { return connection.failure.withLockedValue { $0 } ?? .closed }
             let now = MonotonicClock.nanoseconds()
             let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
             if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }

@@ -8,7 +8,7 @@ import SharedFrames
 
 /// Forwards a TCP sender's bytes to the stream's decode thread; closes the connection once it has delivered no
 /// video for `idle_timeout` (bytes that make no valid NAL unit do not count).
-final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
+final class SenderHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let id: ConnectionID
@@ -93,7 +93,7 @@ final class SenderHandler: ChannelInboundHandler, @unchecked Sendable {
 /// sequence numbers, so every datagram lost on the way in (the kernel's receive buffer overflowed, or the decode
 /// thread was behind) is reported to the decode thread, which flags the frames it damaged. For rtp:// with
 /// `keyframe_request`, RTCP feedback goes back to the sender from the same socket.
-final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
+final class DatagramSenderHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
@@ -129,18 +129,23 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func handlerAdded(context: ChannelHandlerContext) {
         let period = TimeAmount.nanoseconds(Int64(min(1_000_000_000, max(50_000_000, (deadlines.idleTimeout > 0 ? deadlines.idleTimeout : deadlines.hold) / 4))))
-        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { [self] _ in
-            guard deadlines.idleTimeout > 0, let current = active else { return }
-            let quiet = quietness(of: current, now: MonotonicClock.nanoseconds())
-            if quiet > deadlines.idleTimeout {
-                metrics.idleDisconnects.increment()
-                end(reason: .idle(seconds: Double(quiet) / 1e9))
-            }
-        }
+        // The handler lives on its channel's event loop: what runs later reaches it only through the loop.
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in bound.value.checkIdle() }
         guard configuration.rtp.keyframeRequest != .none else { return }
         let channel = context.channel
-        worker.setFeedbackSender { [self] bytes in
-            channel.eventLoop.execute { self.sendFeedback(bytes, on: channel) }
+        // Called by the decode thread.
+        worker.setFeedbackSender { bytes in
+            channel.eventLoop.execute { bound.value.sendFeedback(bytes, on: channel) }
+        }
+    }
+
+    private func checkIdle() {
+        guard deadlines.idleTimeout > 0, let current = active else { return }
+        let quiet = quietness(of: current, now: MonotonicClock.nanoseconds())
+        if quiet > deadlines.idleTimeout {
+            metrics.idleDisconnects.increment()
+            end(reason: .idle(seconds: Double(quiet) / 1e9))
         }
     }
 
@@ -237,23 +242,27 @@ final class DatagramSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Datagrams the kernel dropped since the last read batch (its receive buffer was full) precede this batch.
     private func checkKernelDrops(_ channel: Channel) {
         guard let provider = channel as? SocketOptionProvider else { return }
-        typealias MemoryInfo = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
         let future: EventLoopFuture<MemoryInfo> = provider.unsafeGetSocketOption(
             level: .socket, name: NIOBSDSocket.Option(rawValue: 55))  // SO_MEMINFO; entry 8 is SK_MEMINFO_DROPS
-        future.whenSuccess { [self] info in
-            defer { kernelDrops = info.8 }
-            // Nothing queued: whatever was queued when the drop was seen has been read (by this batch at the latest).
-            if info.0 == 0, lossWindow != nil { lossWindow = (0, true) }
-            guard let previous = kernelDrops, info.8 != previous, let current = active else { return }
-            // The kernel drops when its queue is full, so the gap follows what was queued then: this batch and what
-            // is still queued now (SK_MEMINFO_RMEM_ALLOC, entry 0; payload plus overhead, so an upper bound).
-            let count = Int(info.8 &- previous)
-            metrics.datagramsLost.increment(by: Int64(count))
-            if lossWindow == nil { worker.enqueue(.lossWindow(current.id, open: true)) }
-            lossWindow = (max(lossWindow?.remaining ?? 0, Int(info.0)), true)
-            log.log(.warning, key: "lost-overflow", now: MonotonicClock.nanoseconds(),
-                    "\(count) datagram(s) lost: the receive buffer overflowed")
-        }
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        future.whenSuccess { info in bound.value.noteKernelDrops(info) }
+    }
+
+    private typealias MemoryInfo = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+
+    private func noteKernelDrops(_ info: MemoryInfo) {
+        defer { kernelDrops = info.8 }
+        // Nothing queued: whatever was queued when the drop was seen has been read (by this batch at the latest).
+        if info.0 == 0, lossWindow != nil { lossWindow = (0, true) }
+        guard let previous = kernelDrops, info.8 != previous, let current = active else { return }
+        // The kernel drops when its queue is full, so the gap follows what was queued then: this batch and what
+        // is still queued now (SK_MEMINFO_RMEM_ALLOC, entry 0; payload plus overhead, so an upper bound).
+        let count = Int(info.8 &- previous)
+        metrics.datagramsLost.increment(by: Int64(count))
+        if lossWindow == nil { worker.enqueue(.lossWindow(current.id, open: true)) }
+        lossWindow = (max(lossWindow?.remaining ?? 0, Int(info.0)), true)
+        log.log(.warning, key: "lost-overflow", now: MonotonicClock.nanoseconds(),
+                "\(count) datagram(s) lost: the receive buffer overflowed")
     }
 
     /// `datagrams` of the sender were lost right here.
