@@ -30,24 +30,9 @@ public struct H264SequenceParameterSet: Sendable, Hashable {
         constraintFlags = UInt8(try r.bits(8, "constraint_set_flags"))
         levelIdc = Int(try r.bits(8, "level_idc"))
         id = try r.ue("seq_parameter_set_id", max: 31)
-        var chromaFormatIdc = 1
-        separateColourPlane = false
-        bitDepthLuma = 8
-        bitDepthChroma = 8
-        if Self.highProfiles.contains(profileIdc) {
-            chromaFormatIdc = try r.ue("chroma_format_idc", max: 3)
-            if chromaFormatIdc == 3 { separateColourPlane = try r.flag("separate_colour_plane_flag") }
-            bitDepthLuma = try r.ue("bit_depth_luma_minus8", max: 6) + 8
-            bitDepthChroma = try r.ue("bit_depth_chroma_minus8", max: 6) + 8
-            _ = try r.flag("qpprime_y_zero_transform_bypass_flag")
-            if try r.flag("seq_scaling_matrix_present_flag") {
-                for list in 0..<(chromaFormatIdc != 3 ? 8 : 12) {
-                    if try r.flag("seq_scaling_list_present_flag") {
-                        try Self.skipScalingList(&r, size: list < 6 ? 16 : 64)
-                    }
-                }
-            }
-        }
+        let chromaFormatIdc: Int
+        (chromaFormatIdc, separateColourPlane, bitDepthLuma, bitDepthChroma) = Self.highProfiles.contains(profileIdc)
+            ? try Self.readChromaAndDepth(&r) : (1, false, 8, 8)
         chromaFormat = ChromaFormat(rawValue: chromaFormatIdc)!
         log2MaxFrameNum = try r.ue("log2_max_frame_num_minus4", max: 12) + 4
         picOrderCntType = try r.ue("pic_order_cnt_type", max: 2)
@@ -79,31 +64,57 @@ public struct H264SequenceParameterSet: Sendable, Hashable {
               codedWidth * codedHeight <= ParameterSetLimits.maximumArea else {
             throw .outOfRange(element: "pic_height_in_map_units_minus1", value: Int64(heightInMapUnits - 1))
         }
-        var crop = [0, 0, 0, 0]
-        if try r.flag("frame_cropping_flag") {
-            // Crop units (7-19 … 7-22): chroma units unless ChromaArrayType is 0, doubled vertically for fields.
-            let chromaArrayType = separateColourPlane ? 0 : chromaFormatIdc
-            let sub = chromaArrayType == 0 ? (width: 1, height: 1) : chromaFormat.subsampling
-            let unitX = sub.width
-            let unitY = sub.height * (frameMbsOnly ? 1 : 2)
-            let limit = UInt32(ParameterSetLimits.maximumDimension)
-            crop[0] = try r.ue("frame_crop_left_offset", max: limit) * unitX
-            crop[1] = try r.ue("frame_crop_right_offset", max: limit) * unitX
-            crop[2] = try r.ue("frame_crop_top_offset", max: limit) * unitY
-            crop[3] = try r.ue("frame_crop_bottom_offset", max: limit) * unitY
-            guard crop[0] + crop[1] < codedWidth else {
-                throw .outOfRange(element: "frame_crop_left_offset", value: Int64(crop[0] + crop[1]))
-            }
-            guard crop[2] + crop[3] < codedHeight else {
-                throw .outOfRange(element: "frame_crop_top_offset", value: Int64(crop[2] + crop[3]))
-            }
-        }
+        // Crop units (7-19 … 7-22): chroma units unless ChromaArrayType is 0, doubled vertically for fields.
+        let sub = separateColourPlane || chromaFormatIdc == 0 ? (width: 1, height: 1) : chromaFormat.subsampling
+        let crop = try r.flag("frame_cropping_flag")
+            ? try Self.readCropping(&r, unitX: sub.width, unitY: sub.height * (frameMbsOnly ? 1 : 2), codedWidth: codedWidth, codedHeight: codedHeight)
+            : [0, 0, 0, 0]
         vui = try r.flag("vui_parameters_present_flag") ? try H264VUI(&r) : nil
 
         format = SequenceFormat(
             codec: .h264, codedWidth: codedWidth, codedHeight: codedHeight, crop: crop, chromaFormat: chromaFormat,
             bitDepthLuma: bitDepthLuma, bitDepthChroma: bitDepthChroma, profile: profileIdc, level: levelIdc
         )
+        completeFormat()
+    }
+
+    /// chroma_format_idc, separate_colour_plane_flag and the bit depths of the high profiles' SPS; their scaling
+    /// matrices skipped by their own syntax.
+    private static func readChromaAndDepth(_ r: inout BitReader) throws(BitstreamError) -> (Int, Bool, Int, Int) {
+        let chromaFormatIdc = try r.ue("chroma_format_idc", max: 3)
+        let separateColourPlane = chromaFormatIdc == 3 ? try r.flag("separate_colour_plane_flag") : false
+        let bitDepthLuma = try r.ue("bit_depth_luma_minus8", max: 6) + 8
+        let bitDepthChroma = try r.ue("bit_depth_chroma_minus8", max: 6) + 8
+        _ = try r.flag("qpprime_y_zero_transform_bypass_flag")
+        if try r.flag("seq_scaling_matrix_present_flag") {
+            for list in 0..<(chromaFormatIdc != 3 ? 8 : 12) {
+                if try r.flag("seq_scaling_list_present_flag") {
+                    try skipScalingList(&r, size: list < 6 ? 16 : 64)
+                }
+            }
+        }
+        return (chromaFormatIdc, separateColourPlane, bitDepthLuma, bitDepthChroma)
+    }
+
+    /// The frame_crop offsets in samples (left, right, top, bottom); each pair must leave a picture.
+    private static func readCropping(_ r: inout BitReader, unitX: Int, unitY: Int, codedWidth: Int, codedHeight: Int) throws(BitstreamError) -> [Int] {
+        let limit = UInt32(ParameterSetLimits.maximumDimension)
+        var crop = [0, 0, 0, 0]
+        crop[0] = try r.ue("frame_crop_left_offset", max: limit) * unitX
+        crop[1] = try r.ue("frame_crop_right_offset", max: limit) * unitX
+        crop[2] = try r.ue("frame_crop_top_offset", max: limit) * unitY
+        crop[3] = try r.ue("frame_crop_bottom_offset", max: limit) * unitY
+        guard crop[0] + crop[1] < codedWidth else {
+            throw .outOfRange(element: "frame_crop_left_offset", value: Int64(crop[0] + crop[1]))
+        }
+        guard crop[2] + crop[3] < codedHeight else {
+            throw .outOfRange(element: "frame_crop_top_offset", value: Int64(crop[2] + crop[3]))
+        }
+        return crop
+    }
+
+    /// What the VUI and the level add to the format: timing, aspect ratio, colour, DPB size and reordering.
+    private mutating func completeFormat() {
         if let vui {
             format.frameRate = vui.frameRate
             format.sampleAspectRatio = vui.sampleAspectRatio

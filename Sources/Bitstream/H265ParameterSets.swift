@@ -111,19 +111,9 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
         }
         // Conformance window offsets are in chroma sample units (7-16, 7-17).
         let sub = separateColourPlane ? (width: 1, height: 1) : chromaFormat.subsampling
-        var crop = [0, 0, 0, 0]
-        if try r.flag("conformance_window_flag") {
-            crop[0] = try r.ue("conf_win_left_offset", max: dimensionLimit) * sub.width
-            crop[1] = try r.ue("conf_win_right_offset", max: dimensionLimit) * sub.width
-            crop[2] = try r.ue("conf_win_top_offset", max: dimensionLimit) * sub.height
-            crop[3] = try r.ue("conf_win_bottom_offset", max: dimensionLimit) * sub.height
-            guard crop[0] + crop[1] < codedWidth else {
-                throw .outOfRange(element: "conf_win_left_offset", value: Int64(crop[0] + crop[1]))
-            }
-            guard crop[2] + crop[3] < codedHeight else {
-                throw .outOfRange(element: "conf_win_top_offset", value: Int64(crop[2] + crop[3]))
-            }
-        }
+        let crop = try r.flag("conformance_window_flag")
+            ? try Self.readConformanceWindow(&r, unitX: sub.width, unitY: sub.height, codedWidth: codedWidth, codedHeight: codedHeight)
+            : [0, 0, 0, 0]
         let bitDepthLuma = try r.ue("bit_depth_luma_minus8", max: 8) + 8
         let bitDepthChroma = try r.ue("bit_depth_chroma_minus8", max: 8) + 8
         log2MaxPicOrderCntLsb = try r.ue("log2_max_pic_order_cnt_lsb_minus4", max: 12) + 4
@@ -135,6 +125,41 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
             maxNumReorderPics = try r.ue("sps_max_num_reorder_pics", max: UInt32(maxDecPicBuffering - 1))
             _ = try r.ue("sps_max_latency_increase_plus1")
         }
+        try Self.skipCodingTools(&r, log2MaxPicOrderCntLsb: log2MaxPicOrderCntLsb)
+
+        format = SequenceFormat(
+            codec: .h265, codedWidth: codedWidth, codedHeight: codedHeight, crop: crop, chromaFormat: chromaFormat,
+            bitDepthLuma: bitDepthLuma, bitDepthChroma: bitDepthChroma,
+            profile: profileTierLevel.profileIdc, level: profileTierLevel.levelIdc
+        )
+        format.reorderDepth = maxNumReorderPics
+        format.reorderDepthIsSignalled = true
+        format.decodedPictureBufferFrames = maxDecPicBuffering
+        if try r.flag("vui_parameters_present_flag") { try Self.parseVUI(&r, into: &format) }
+    }
+
+    /// The conformance window in luma samples (left, right, top, bottom); each pair must leave a picture.
+    private static func readConformanceWindow(
+        _ r: inout BitReader, unitX: Int, unitY: Int, codedWidth: Int, codedHeight: Int
+    ) throws(BitstreamError) -> [Int] {
+        let limit = UInt32(ParameterSetLimits.maximumDimension)
+        var crop = [0, 0, 0, 0]
+        crop[0] = try r.ue("conf_win_left_offset", max: limit) * unitX
+        crop[1] = try r.ue("conf_win_right_offset", max: limit) * unitX
+        crop[2] = try r.ue("conf_win_top_offset", max: limit) * unitY
+        crop[3] = try r.ue("conf_win_bottom_offset", max: limit) * unitY
+        guard crop[0] + crop[1] < codedWidth else {
+            throw .outOfRange(element: "conf_win_left_offset", value: Int64(crop[0] + crop[1]))
+        }
+        guard crop[2] + crop[3] < codedHeight else {
+            throw .outOfRange(element: "conf_win_top_offset", value: Int64(crop[2] + crop[3]))
+        }
+        return crop
+    }
+
+    /// From the coding block sizes to strong_intra_smoothing_enabled_flag: nothing the daemon needs, but it must be
+    /// read through (with its own bounds) to reach the VUI.
+    private static func skipCodingTools(_ r: inout BitReader, log2MaxPicOrderCntLsb: Int) throws(BitstreamError) {
         let log2MinCodingBlock = try r.ue("log2_min_luma_coding_block_size_minus3", max: 3) + 3
         let log2DiffCodingBlock = try r.ue("log2_diff_max_min_luma_coding_block_size", max: 3)
         guard log2MinCodingBlock + log2DiffCodingBlock <= 6 else {
@@ -168,16 +193,6 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
         }
         _ = try r.flag("sps_temporal_mvp_enabled_flag")
         _ = try r.flag("strong_intra_smoothing_enabled_flag")
-
-        format = SequenceFormat(
-            codec: .h265, codedWidth: codedWidth, codedHeight: codedHeight, crop: crop, chromaFormat: chromaFormat,
-            bitDepthLuma: bitDepthLuma, bitDepthChroma: bitDepthChroma,
-            profile: profileTierLevel.profileIdc, level: profileTierLevel.levelIdc
-        )
-        format.reorderDepth = maxNumReorderPics
-        format.reorderDepthIsSignalled = true
-        format.decodedPictureBufferFrames = maxDecPicBuffering
-        if try r.flag("vui_parameters_present_flag") { try Self.parseVUI(&r, into: &format) }
     }
 
     /// The VUI (E.2.1) up to its timing info: sample aspect ratio, colour, frame rate.

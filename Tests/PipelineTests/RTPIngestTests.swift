@@ -1,0 +1,95 @@
+import Bitstream
+@testable import Pipeline
+import Testing
+
+/// rtp:// on the decode thread, without sockets: packets in, NAL units, losses and source changes out.
+@Suite struct RTPIngestTests {
+    /// A single-NAL-unit packet (RFC 6184 5.6) carrying a non-IDR slice whose bytes name its sequence number.
+    static func packet(_ sequence: UInt16, ssrc: UInt32 = 0x1234, timestamp: UInt32 = 3000, marker: Bool = true) -> RTPPacket {
+        RTPPacket(marker: marker, payloadType: 96, sequenceNumber: sequence, timestamp: timestamp, ssrc: ssrc,
+                  payload: [0x41, UInt8(sequence >> 8), UInt8(sequence & 0xff), 0x80][...])
+    }
+
+    struct Output {
+        var units: [UInt16] = []
+        var accessUnitEnds = 0
+        var lost = 0
+        var timestamps: [Int64] = []
+        var sourceChanges: [UInt32] = []
+    }
+
+    static func run(_ packets: [RTPPacket], window: Int = 8, flush: Bool = true) -> Output {
+        var ingest = RTPIngest(codec: .h264, payloadType: 96, maximumNALUnitSize: 1 << 20, reorderWindow: window)
+        var output = Output()
+        let collect: (RTPIngest.Event) -> Void = { event in
+            switch event {
+            case .nalUnit(let unit): output.units.append(UInt16(unit.bytes.dropFirst().first!) << 8 | UInt16(unit.bytes.dropFirst(2).first!))
+            case .endOfAccessUnit: output.accessUnitEnds += 1
+            case .lost(let packets, _): output.lost += packets
+            case .packet(_, let timestamp): output.timestamps.append(timestamp)
+            case .sourceChanged(let ssrc, _): output.sourceChanges.append(ssrc)
+            case .dropped, .discarded: break
+            }
+        }
+        for packet in packets { ingest.push(packet, collect) }
+        if flush { ingest.flush(collect) }
+        return output
+    }
+
+    @Test func packetsComeOutInSequenceOrderWithinTheWindow() {
+        let inOrder = Self.run((1...10).map { Self.packet($0) })
+        #expect(inOrder.units == Array(1...10) && inOrder.accessUnitEnds == 10 && inOrder.lost == 0)
+        // Overtaken by up to 3: put back in order, nothing lost.
+        let shuffled: [UInt16] = [1, 2, 5, 3, 4, 8, 6, 7, 9, 10]
+        let reordered = Self.run(shuffled.map { Self.packet($0) })
+        #expect(reordered.units == Array(1...10) && reordered.lost == 0)
+    }
+
+    @Test func aMissingPacketIsReportedLostAndTheRestComeOut() {
+        let output = Self.run(([1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] as [UInt16]).map { Self.packet($0) }, window: 4)
+        #expect(output.lost == 1)
+        #expect(output.units == [1, 2, 3] + Array(5...14))
+    }
+
+    @Test func sequenceNumbersAndTimestampsWrap() {
+        let sequences: [UInt16] = [65533, 65534, 65535, 0, 1, 2]
+        let timestamps: [UInt32] = [UInt32.max - 6000, UInt32.max - 3000, UInt32.max, 2999, 5999, 8999]
+        let output = Self.run(zip(sequences, timestamps).map { Self.packet($0, timestamp: $1) })
+        #expect(output.units == sequences && output.lost == 0)
+        #expect(output.timestamps == timestamps.enumerated().map { Int64($1) + ($0 >= 3 ? 1 << 32 : 0) },
+                "extended past 32 bits, never backwards: \(output.timestamps)")
+    }
+
+    /// A restarted sender (a new SSRC) is a new source once two of its packets follow each other: what the old one
+    /// left is handed out first, then the new one's from its own first packet.
+    @Test func aNewSourceReplacesTheOldOne() {
+        let old = (1...4).map { Self.packet($0, ssrc: 7) }
+        let new = (900...903).map { Self.packet($0, ssrc: 8, timestamp: 90) }
+        let output = Self.run(old + new)
+        #expect(output.sourceChanges == [8])
+        #expect(output.units == Array(1...4) + Array(900...903), "\(output.units)")
+        #expect(output.lost == 0, "a new source's numbering is not a gap")
+    }
+}
+
+/// srt://'s PTS, extended past MPEG-TS's 33 bits.
+@Suite struct TransportStreamIngestTests {
+    @Test func ptsIsExtendedPastItsWrapAndNeverTraps() {
+        var ingest = TransportStreamIngest()
+        let period: Int64 = 1 << 33
+        #expect(ingest.unwrap(period - 3000) == period - 3000)
+        #expect(ingest.unwrap(0) == period, "the wrap continues upward")
+        #expect(ingest.unwrap(3000) == period + 3000)
+        #expect(ingest.unwrap(period - 1000) == period - 1000, "a step back over the wrap goes back")
+        // A program stepping by just under half a period each packet: every step is taken forward (the extended
+        // value wanders upward by 2^32 a packet, which is why the arithmetic wraps instead of trapping).
+        var walker = TransportStreamIngest()
+        let step = period / 2 - 1
+        var previous = walker.unwrap(0)
+        for index in 1...10_000 {
+            let next = walker.unwrap(Int64(index) * step % period)
+            #expect(next == previous + step)
+            previous = next
+        }
+    }
+}
