@@ -1,4 +1,5 @@
 import CFFmpeg
+import Glibc
 import Synchronization
 
 /// One opened device context per accelerator, shared by every decoder of the process.
@@ -10,8 +11,11 @@ import Synchronization
 /// dropping the shared one never pulls a context from under a decoder.
 ///
 /// A device reported lost is dropped here (`drop`): the next decoder opens a fresh one. The streams still using the
-/// old one find out for themselves and fall back (StreamDecoder).
+/// old one find out for themselves and fall back (StreamDecoder). At most one drop a minute per accelerator: a
+/// sender whose stream makes a working decoder fail must not make every stream wait for a new context again and again.
 enum SharedHardwareDevices {
+    static let dropInterval: UInt64 = 60_000_000_000
+
     /// The process's own reference to an opened device context. Non-Sendable; it lives inside its slot's mutex.
     private final class OpenedContext {
         var reference: UnsafeMutablePointer<AVBufferRef>?
@@ -22,7 +26,12 @@ enum SharedHardwareDevices {
     /// One lock per accelerator: a slow open (a VDPAU display that does not answer) holds up only the decoders that
     /// want that accelerator, and decoders starting together wait for one open instead of each making their own.
     private final class Slot: Sendable {
-        let opened = Mutex<OpenedContext?>(nil)
+        struct State {
+            var opened: OpenedContext?
+            /// When the last context was dropped (CLOCK_MONOTONIC nanoseconds).
+            var droppedAt: UInt64?
+        }
+        let state = Mutex(State())
     }
 
     private static let slots: [HardwareAccelerator: Slot] = Dictionary(
@@ -33,36 +42,48 @@ enum SharedHardwareDevices {
     static func reference(
         _ accelerator: HardwareAccelerator, open: () -> Result<UnsafeMutablePointer<AVBufferRef>, HardwareProbeFailure>
     ) -> Result<UnsafeMutablePointer<AVBufferRef>, HardwareProbeFailure> {
-        slots[accelerator]!.opened.withLock { opened -> Result<UnsafeMutablePointer<AVBufferRef>, HardwareProbeFailure> in
-            if opened == nil {
+        slots[accelerator]!.state.withLock { state -> Result<UnsafeMutablePointer<AVBufferRef>, HardwareProbeFailure> in
+            if state.opened == nil {
                 switch open() {
-                case .success(let context): opened = OpenedContext(context)
+                case .success(let context): state.opened = OpenedContext(context)
                 case .failure(let failure): return .failure(failure)
                 }
             }
-            guard let shared = opened?.reference, let reference = av_buffer_ref(shared) else {
+            guard let shared = state.opened?.reference, let reference = av_buffer_ref(shared) else {
                 return .failure(HardwareProbeFailure(reason: "out of memory referencing the device context"))
             }
             return .success(reference)
         }
     }
 
-    /// Forgets the shared context of `accelerator` when `context` refers to it (a device taken for lost). A context
-    /// already replaced is left alone: a stream that reports late does not drop its successor.
-    static func drop(_ accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>) {
+    /// Forgets the shared context of `accelerator` when `context` refers to it (a device taken for lost), unless
+    /// one was dropped less than `dropInterval` before `now`. A context already replaced is left alone: a stream
+    /// that reports late does not drop its successor. Returns whether it dropped.
+    @discardableResult
+    static func drop(_ accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>, now: UInt64 = monotonicNow()) -> Bool {
         let lost = Int(bitPattern: context.pointee.data)
-        slots[accelerator]!.opened.withLock { opened in
-            if let shared = opened?.reference, Int(bitPattern: shared.pointee.data) == lost { opened = nil }
+        return slots[accelerator]!.state.withLock { state in
+            guard let shared = state.opened?.reference, Int(bitPattern: shared.pointee.data) == lost else { return false }
+            if let dropped = state.droppedAt, now &- dropped < dropInterval { return false }
+            state.opened = nil
+            state.droppedAt = now
+            return true
         }
+    }
+
+    static func monotonicNow() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     /// Forgets whatever is open for `accelerator` (tests).
     static func dropAll(_ accelerator: HardwareAccelerator) {
-        slots[accelerator]!.opened.withLock { $0 = nil }
+        slots[accelerator]!.state.withLock { $0 = Slot.State() }
     }
 
     /// Whether a shared context of `accelerator` is open (tests).
     static func isOpen(_ accelerator: HardwareAccelerator) -> Bool {
-        slots[accelerator]!.opened.withLock { $0 != nil }
+        slots[accelerator]!.state.withLock { $0.opened != nil }
     }
 }

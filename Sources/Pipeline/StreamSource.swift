@@ -1,6 +1,6 @@
 /// Where a stream's video comes from, with the settings that belong to that transport alone. A setting of another
 /// transport cannot be represented: the loader refuses its key, naming its line and the transports it applies to
-/// (`ConfigurationLoader.transportKeys`), and a pulled stream has no listen address to get wrong.
+/// (`ConfigurationLoader.refusal(of:for:)`), and a pulled stream has no listen address to get wrong.
 public enum StreamSource: Sendable, Equatable {
     /// Annex B over TCP, one sender at a time.
     case tcp(ListenAddress)

@@ -41,10 +41,9 @@ enum ExistingObject {
 /// One mapped POSIX shared-memory object under /dev/shm. Owns its descriptor and mapping; `deinit` unmaps and
 /// closes. The mapping is guarded (`mapping_guard.h`): if another process shrinks the object, accesses land on
 /// zero pages instead of killing the process, and `faulted` turns true.
-///
-/// Immutable once made, so readers on several threads may share one: the mapping's address is kept as an integer
-/// (the memory behind it is shared with other processes anyway; what makes access safe is the ring's seqlock).
-final class SharedMemoryObject: Sendable {
+// @unchecked: every stored property is a constant set in init. The mapping they describe is shared memory, written
+// by one writer and read under the ring's seqlock protocol (streamrecv_shm.h), by threads and processes alike.
+final class SharedMemoryObject: @unchecked Sendable {
     static let directory = "/dev/shm/"
 
     /// The name it was opened under, or for a new object the temporary name `install(as:)` renames.
@@ -55,9 +54,8 @@ final class SharedMemoryObject: Sendable {
     /// The user who created it.
     let owner: UInt32
     let descriptor: Int32
-    private let baseAddress: UInt
+    private let base: UnsafeMutableRawPointer
     private let guardNumber: Int32
-    private var base: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: baseAddress)! }
 
     private init(name: String, size: Int, writable: Bool, descriptor: Int32, status: stat) throws(SharedMemoryError) {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
@@ -72,7 +70,7 @@ final class SharedMemoryObject: Sendable {
         self.descriptor = descriptor
         identity = ObjectIdentity(status)
         owner = status.st_uid
-        baseAddress = UInt(bitPattern: base)
+        self.base = base
         guardNumber = streamrecv_guard_register(base, size)
         guard guardNumber >= 0 else {
             // Unguarded, a shrunk object would kill the process: refuse instead (1024 mappings in one process).

@@ -86,6 +86,26 @@ import Testing
         SharedHardwareDevices.dropAll(.drm)
     }
 
+    /// A sender whose stream makes working decoders fail again and again gets at most one new context a minute.
+    @Test func atMostOneDropAMinute() throws {
+        SharedHardwareDevices.dropAll(.drm)
+        var opens = 0
+        let open = { () -> Result<UnsafeMutablePointer<AVBufferRef>, HardwareProbeFailure> in
+            opens += 1
+            return .success(Self.fakeContext())
+        }
+        let start: UInt64 = 1_000_000_000_000
+        var first: UnsafeMutablePointer<AVBufferRef>? = try SharedHardwareDevices.reference(.drm, open: open).get()
+        #expect(SharedHardwareDevices.drop(.drm, context: first!, now: start))
+        var second: UnsafeMutablePointer<AVBufferRef>? = try SharedHardwareDevices.reference(.drm, open: open).get()
+        #expect(!SharedHardwareDevices.drop(.drm, context: second!, now: start + 1_000_000_000), "a second drop within the minute")
+        #expect(SharedHardwareDevices.isOpen(.drm) && opens == 2)
+        #expect(SharedHardwareDevices.drop(.drm, context: second!, now: start + SharedHardwareDevices.dropInterval))
+        av_buffer_unref(&first)
+        av_buffer_unref(&second)
+        SharedHardwareDevices.dropAll(.drm)
+    }
+
     /// The stream decoder reports a device that worked and then failed (the next decoder opens a fresh context), but
     /// not one that never gave a frame (it may only lack this profile, as NVDEC lacks H.264 High 10).
     @Test(arguments: [(true, 1), (false, 0)])

@@ -49,7 +49,7 @@ final class SRTListener: Sendable {
     /// `inherited`: a UDP socket passed by socket activation, used instead of binding `listen`.
     init(configuration: StreamConfiguration, worker: StreamWorker, activity: SenderActivity, metrics: StreamMetrics,
          logger: Logger, inherited: Int32?) throws {
-        guard let settings = configuration.srt else { throw SRTError.call("an srt:// listener for a stream that is not srt://") }
+        guard let settings = configuration.srt else { preconditionFailure("an srt:// listener for a stream that is not srt://") }
         self.configuration = configuration
         self.settings = settings
         self.worker = worker
