@@ -67,7 +67,9 @@ public struct H264SequenceParameterSet: Sendable, Hashable {
         // Crop units (7-19 … 7-22): chroma units unless ChromaArrayType is 0, doubled vertically for fields.
         let sub = separateColourPlane || chromaFormatIdc == 0 ? (width: 1, height: 1) : chromaFormat.subsampling
         let crop = try r.flag("frame_cropping_flag")
-            ? try Self.readCropping(&r, unitX: sub.width, unitY: sub.height * (frameMbsOnly ? 1 : 2), codedWidth: codedWidth, codedHeight: codedHeight)
+            ? try ParameterSetLimits.readCropping(
+                &r, names: ("frame_crop_left_offset", "frame_crop_right_offset", "frame_crop_top_offset", "frame_crop_bottom_offset"),
+                unitX: sub.width, unitY: sub.height * (frameMbsOnly ? 1 : 2), codedWidth: codedWidth, codedHeight: codedHeight)
             : [0, 0, 0, 0]
         vui = try r.flag("vui_parameters_present_flag") ? try H264VUI(&r) : nil
 
@@ -94,23 +96,6 @@ public struct H264SequenceParameterSet: Sendable, Hashable {
             }
         }
         return (chromaFormatIdc, separateColourPlane, bitDepthLuma, bitDepthChroma)
-    }
-
-    /// The frame_crop offsets in samples (left, right, top, bottom); each pair must leave a picture.
-    private static func readCropping(_ r: inout BitReader, unitX: Int, unitY: Int, codedWidth: Int, codedHeight: Int) throws(BitstreamError) -> [Int] {
-        let limit = UInt32(ParameterSetLimits.maximumDimension)
-        var crop = [0, 0, 0, 0]
-        crop[0] = try r.ue("frame_crop_left_offset", max: limit) * unitX
-        crop[1] = try r.ue("frame_crop_right_offset", max: limit) * unitX
-        crop[2] = try r.ue("frame_crop_top_offset", max: limit) * unitY
-        crop[3] = try r.ue("frame_crop_bottom_offset", max: limit) * unitY
-        guard crop[0] + crop[1] < codedWidth else {
-            throw .outOfRange(element: "frame_crop_left_offset", value: Int64(crop[0] + crop[1]))
-        }
-        guard crop[2] + crop[3] < codedHeight else {
-            throw .outOfRange(element: "frame_crop_top_offset", value: Int64(crop[2] + crop[3]))
-        }
-        return crop
     }
 
     /// What the VUI and the level add to the format: timing, aspect ratio, colour, DPB size and reordering.

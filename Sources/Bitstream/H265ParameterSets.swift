@@ -112,7 +112,9 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
         // Conformance window offsets are in chroma sample units (7-16, 7-17).
         let sub = separateColourPlane ? (width: 1, height: 1) : chromaFormat.subsampling
         let crop = try r.flag("conformance_window_flag")
-            ? try Self.readConformanceWindow(&r, unitX: sub.width, unitY: sub.height, codedWidth: codedWidth, codedHeight: codedHeight)
+            ? try ParameterSetLimits.readCropping(
+                &r, names: ("conf_win_left_offset", "conf_win_right_offset", "conf_win_top_offset", "conf_win_bottom_offset"),
+                unitX: sub.width, unitY: sub.height, codedWidth: codedWidth, codedHeight: codedHeight)
             : [0, 0, 0, 0]
         let bitDepthLuma = try r.ue("bit_depth_luma_minus8", max: 8) + 8
         let bitDepthChroma = try r.ue("bit_depth_chroma_minus8", max: 8) + 8
@@ -136,25 +138,6 @@ public struct H265SequenceParameterSet: Sendable, Hashable {
         format.reorderDepthIsSignalled = true
         format.decodedPictureBufferFrames = maxDecPicBuffering
         if try r.flag("vui_parameters_present_flag") { try Self.parseVUI(&r, into: &format) }
-    }
-
-    /// The conformance window in luma samples (left, right, top, bottom); each pair must leave a picture.
-    private static func readConformanceWindow(
-        _ r: inout BitReader, unitX: Int, unitY: Int, codedWidth: Int, codedHeight: Int
-    ) throws(BitstreamError) -> [Int] {
-        let limit = UInt32(ParameterSetLimits.maximumDimension)
-        var crop = [0, 0, 0, 0]
-        crop[0] = try r.ue("conf_win_left_offset", max: limit) * unitX
-        crop[1] = try r.ue("conf_win_right_offset", max: limit) * unitX
-        crop[2] = try r.ue("conf_win_top_offset", max: limit) * unitY
-        crop[3] = try r.ue("conf_win_bottom_offset", max: limit) * unitY
-        guard crop[0] + crop[1] < codedWidth else {
-            throw .outOfRange(element: "conf_win_left_offset", value: Int64(crop[0] + crop[1]))
-        }
-        guard crop[2] + crop[3] < codedHeight else {
-            throw .outOfRange(element: "conf_win_top_offset", value: Int64(crop[2] + crop[3]))
-        }
-        return crop
     }
 
     /// From the coding block sizes to strong_intra_smoothing_enabled_flag: nothing the daemon needs, but it must be

@@ -141,3 +141,19 @@ public enum ParameterSetLimits {
     /// Largest picture area in luma samples (H.264 level 6.2 MaxFS × 256; H.265 level 6.2 MaxLumaPs).
     public static let maximumArea = 35_651_584
 }
+
+extension ParameterSetLimits {
+    /// The cropping of a picture (H.264 frame_crop, H.265 conformance window): four offsets read as `names`
+    /// (left, right, top, bottom), in samples; each pair must leave a picture of the coded size.
+    static func readCropping(
+        _ r: inout BitReader, names: (StaticString, StaticString, StaticString, StaticString),
+        unitX: Int, unitY: Int, codedWidth: Int, codedHeight: Int
+    ) throws(BitstreamError) -> [Int] {
+        let limit = UInt32(maximumDimension)
+        let crop = [try r.ue(names.0, max: limit) * unitX, try r.ue(names.1, max: limit) * unitX,
+                    try r.ue(names.2, max: limit) * unitY, try r.ue(names.3, max: limit) * unitY]
+        guard crop[0] + crop[1] < codedWidth else { throw .outOfRange(element: names.0, value: Int64(crop[0] + crop[1])) }
+        guard crop[2] + crop[3] < codedHeight else { throw .outOfRange(element: names.2, value: Int64(crop[2] + crop[3])) }
+        return crop
+    }
+}

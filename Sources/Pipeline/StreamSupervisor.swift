@@ -22,6 +22,9 @@ final class StreamSupervisor: Service {
     /// Streams of the configuration that could not start (a reload added or changed them), with why: shown in
     /// STATUS lines, and started again by the next reload even if their settings did not change.
     private let failures = NIOLockedValueBox<[String: String]>([:])
+    /// The pipelines of the initial configuration, once `run` has made them (or has ended without: then empty).
+    private let initialPipelines = NIOLockedValueBox<[StreamPipeline]>([])
+    private let initialStarted = OneShotSignal()
 
     private struct Running {
         var pipeline: StreamPipeline
@@ -52,15 +55,11 @@ final class StreamSupervisor: Service {
 
     /// Returns true once every stream of the initial configuration listens; false if one could not start.
     func initialStreamsSettled(count: Int) async -> Bool {
-        while true {
-            let current = pipelines
-            if current.count >= count {
-                for pipeline in current { await pipeline.settled.wait() }
-                return current.allSatisfy(\.isListening)
-            }
-            try? await Task.sleep(for: .milliseconds(5))
-            if Task.isShuttingDownGracefully || Task.isCancelled { return false }
-        }
+        await initialStarted.wait()
+        let initial = initialPipelines.withLockedValue { $0 }
+        guard initial.count >= count else { return false }
+        for pipeline in initial { await pipeline.settled.wait() }
+        return initial.allSatisfy(\.isListening)
     }
 
     private enum Event {
@@ -78,10 +77,13 @@ final class StreamSupervisor: Service {
         defer {
             forwarder.cancel()
             for descriptor in inherited.values { close(descriptor) }
+            initialStarted.fire()  // ended before starting them: whoever waits learns that none started
         }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let initial = state.withLockedValue { $0.configuration.streams }
-            for stream in initial { start(stream, in: &tasks, events: eventSink, fatal: true) }
+            let started = initial.map { start($0, in: &tasks, events: eventSink, fatal: true) }
+            initialPipelines.withLockedValue { $0 = started }
+            initialStarted.fire()
             for await event in events.cancelOnGracefulShutdown() {
                 switch event {
                 case .reload:
