@@ -165,7 +165,14 @@ public final class FrameRingReader: Sendable {
     }
 
     private static func read(sequence: UInt64, into pixels: inout [UInt8], from attached: RingAttachment) -> ReadOutcome {
-        let outcome = attached.withFrame(sequence: sequence) { info, bytes in
+        var olderInSlot = false
+        return read(sequence: sequence, into: &pixels, from: attached, olderInSlot: &olderInSlot)
+    }
+
+    private static func read(
+        sequence: UInt64, into pixels: inout [UInt8], from attached: RingAttachment, olderInSlot: inout Bool
+    ) -> ReadOutcome {
+        let outcome = attached.withFrame(sequence: sequence, olderInSlot: &olderInSlot) { info, bytes in
             if pixels.count != bytes.count { pixels = [UInt8](repeating: 0, count: bytes.count) }
             pixels.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
         }
@@ -211,9 +218,12 @@ public final class FrameRingReader: Sendable {
     public func next(
         after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool, skipped: inout UInt64
     ) -> NextOutcome {
-        var wanted = previous &+ 1
+        // Frame 0 does not exist: after a (forged) latest of 2^64 - 1 the next frame is looked for from 1.
+        var wanted = max(previous &+ 1, 1)
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
         var consecutiveTorn = 0
+        var lappedByOlderSlots = 0
+        var olderInSlot = false
         // One object per round: its futex word, its slots and its header (a shared reader's other callers may
         // move it on meanwhile; this round then finishes on the old one, and the next takes the new one).
         var attached = current
@@ -225,14 +235,18 @@ public final class FrameRingReader: Sendable {
         while true {
             if attached.state == .replaced, moveOn() { continue }
             let seen = attached.wakeWord
-            switch Self.read(sequence: wanted, into: &pixels, from: attached) {
+            switch Self.read(sequence: wanted, into: &pixels, from: attached, olderInSlot: &olderInSlot) {
             case .frame(let info):
                 return .frame(info)
             case .lapped(let oldest):
-                // Always ahead (RingAttachment.withFrame refuses a slot that would send us back).
-                guard oldest > wanted else { return .invalidFrame(sequence: wanted) }
-                lapped.add(oldest - wanted, ordering: .relaxed)
-                skipped &+= oldest - wanted
+                // Always ahead (RingAttachment.withFrame refuses a slot that would send us back). Lapped because
+                // the slot holds an older frame happens once when a writer moves to a new object; round after
+                // round it is a forged ring walking us forward a frame at a time, scanning every slot each step.
+                if olderInSlot { lappedByOlderSlots += 1 }
+                guard oldest > wanted, lappedByOlderSlots <= 16 else { return .invalidFrame(sequence: wanted) }
+                // Wrapping: a forged latest_sequence can make the count of skipped frames as large as it likes.
+                lapped.wrappingAdd(oldest &- wanted, ordering: .relaxed)
+                skipped &+= oldest &- wanted
                 wanted = oldest
             case .torn:
                 torn.add(1, ordering: .relaxed)

@@ -82,6 +82,17 @@ struct RingAttachment: Sendable {
     func withFrame<Result>(
         sequence: UInt64, _ body: (FrameInfo, UnsafeRawBufferPointer) throws -> Result
     ) rethrows -> ZeroCopyOutcome<Result> {
+        var olderInSlot = false
+        return try withFrame(sequence: sequence, olderInSlot: &olderInSlot, body)
+    }
+
+    /// `olderInSlot`: set when the outcome is `.lapped` because the frame's slot holds an older frame (the object
+    /// began after it: legitimate once, when a writer moves to a new object; round after round, a forged ring).
+    func withFrame<Result>(
+        sequence: UInt64, olderInSlot: inout Bool, _ body: (FrameInfo, UnsafeRawBufferPointer) throws -> Result
+    ) rethrows -> ZeroCopyOutcome<Result> {
+        var older = false
+        defer { olderInSlot = older }
         let geometry = self.geometry
         let outcome: ZeroCopyOutcome<Result> = try object.withMapping { base in
             let ring = RingPointers(base: base, geometry: geometry)
@@ -93,6 +104,7 @@ struct RingAttachment: Sendable {
             let slot = UnsafePointer(ring.slot(index))
             // Never written (seqlock 0) while latest says the frame exists: this object began after it.
             if streamrecv_shm_load_u64(UnsafePointer(ring.slotField(index, \.seqlock))) == 0 {
+                older = true
                 return .lapped(oldestAvailable: Self.oldestHeld(after: sequence, latest: latest, ring: ring, geometry: geometry))
             }
             let begin = streamrecv_shm_read_begin(slot)
@@ -107,6 +119,7 @@ struct RingAttachment: Sendable {
                     return copy.sequence &- count &+ 1 > sequence ? .lapped(oldestAvailable: copy.sequence &- count &+ 1) : .invalid
                 }
                 // Older than latest says: this object began after that frame (the writer moved to it).
+                older = true
                 return .lapped(oldestAvailable: Self.oldestHeld(after: sequence, latest: latest, ring: ring, geometry: geometry))
             }
             var checked = geometry.checked

@@ -222,9 +222,10 @@ final class SharedMemoryObject: @unchecked Sendable {
         let descriptor = open(directory + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { throw SharedMemoryError(operation: "open", name: name, errno: errno) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG,
-              Int(status.st_size) >= Int(STREAMRECV_SHM_HEADER_SIZE) else {
-            let error = errno
+        let statted = fstat(descriptor, &status) == 0
+        guard statted, (status.st_mode & S_IFMT) == S_IFREG, Int(status.st_size) >= Int(STREAMRECV_SHM_HEADER_SIZE) else {
+            // errno only when fstat failed: after a success it is whatever an earlier call left.
+            let error = statted ? EINVAL : errno
             close(descriptor)
             throw SharedMemoryError(operation: "open", name: name, errno: error == 0 ? EINVAL : error,
                                     detail: "not a plain object at least as large as a streamrecv header")

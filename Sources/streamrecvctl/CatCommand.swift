@@ -43,11 +43,11 @@ struct CatCommand: ParsableCommand {
         var pixels: [UInt8] = []
         var written = 0
         var header: FrameLayout?
-        var lapped = reader.lappedFrames
-        printError("streamrecvctl: reading /dev/shm/\(reader.shmName) after frame \(previous)")
+        printError("streamrecvctl: reading /dev/shm/\(StatusCommand.printable(reader.shmName)) after frame \(previous)")
         let timeoutNanoseconds = timeout.map { Int64($0 * 1e9) } ?? Int64.max / 2
         while frames.map({ written < $0 }) ?? true {
-            switch reader.next(after: previous, into: &pixels, timeoutNanoseconds: timeoutNanoseconds) {
+            var skipped: UInt64 = 0
+            switch reader.next(after: previous, into: &pixels, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: false, skipped: &skipped) {
             case .timedOut:
                 printError("streamrecvctl: no frame for \(timeout ?? 0) s")
                 throw ExitCode(2)
@@ -55,13 +55,10 @@ struct CatCommand: ParsableCommand {
                 printError("streamrecvctl: the stream's writer is gone")
                 throw ExitCode(5)
             case .invalidFrame(let sequence):
-                printError("streamrecvctl: frame \(sequence) of /dev/shm/\(reader.shmName) is not a valid frame (a damaged or forged ring)")
+                printError("streamrecvctl: frame \(sequence) of /dev/shm/\(StatusCommand.printable(reader.shmName)) is not a valid frame (a damaged or forged ring)")
                 throw ExitCode(6)
             case .frame(let info):
-                if reader.lappedFrames > lapped {
-                    printError("streamrecvctl: lapped: \(reader.lappedFrames - lapped) frame(s) skipped before frame \(info.sequence)")
-                    lapped = reader.lappedFrames
-                }
+                if skipped > 0 { printError("streamrecvctl: lapped: \(skipped) frame(s) skipped before frame \(info.sequence)") }
                 previous = info.sequence
                 let layout = info.layout
                 if header.map({ $0.format != layout.format || $0.width != layout.width || $0.height != layout.height }) ?? true {

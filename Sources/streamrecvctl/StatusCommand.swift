@@ -63,12 +63,17 @@ struct StatusCommand: ParsableCommand {
         return status.state.description
     }
 
-    /// Text from the ring or a file name, safe for a terminal: control characters (escape sequences) as '?'.
+    /// Text from the ring or a file name, safe for a terminal: control characters (escape sequences) and the
+    /// bidirectional controls (which reorder what follows them on the line: a name that spoofs its row) as '?'.
     static func printable(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.map {
-            $0.value < 0x20 || (0x7f...0x9f).contains($0.value) ? "?" : $0
+            $0.value < 0x20 || (0x7f...0x9f).contains($0.value) || bidirectionalControls.contains($0.value) ? "?" : $0
         }))
     }
+
+    /// LRM, RLM, ALM, the embeddings and overrides, and the isolates (Unicode's Bidi_Control).
+    static let bidirectionalControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                                                      0x2066, 0x2067, 0x2068, 0x2069]
 
     private static func owner(_ uid: UInt32) -> String {
         guard let entry = getpwuid(uid) else { return "uid \(uid)" }

@@ -263,7 +263,94 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
     }
 }
 
+/// A hostile local user's ring, read by a consumer (the red team's findings): a reader must neither trap, nor
+/// spin past its deadline, nor stall for good.
+@Suite(.serialized) struct ForgedRingReaderTests {
+    /// A ring of `slots` slots with `frames` frames published, and its object mapped writable for forging.
+    struct Forged {
+        let name: String
+        let writer: FrameRingWriter
+        let base: UnsafeMutableRawPointer
+        let size: Int
+        var header: UnsafeMutablePointer<streamrecv_shm_header> { base.assumingMemoryBound(to: streamrecv_shm_header.self) }
+        func slotSequence(_ index: Int) -> UnsafeMutablePointer<UInt64> {
+            (base + Int(header.pointee.slot_table_offset) + index * Int(STREAMRECV_SHM_SLOT_SIZE) + 8).assumingMemoryBound(to: UInt64.self)
+        }
+        var latest: UnsafeMutablePointer<UInt64> {
+            (base + MemoryLayout<streamrecv_shm_header>.offset(of: \.latest_sequence)!).assumingMemoryBound(to: UInt64.self)
+        }
+
+        init(_ label: String, slots: Int, frames: Int) throws {
+            name = uniqueShmName(label)
+            writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+                shmName: name, streamName: label, slotCount: slots, maxWidth: 32, maxHeight: 32))
+            let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
+            for sequence in 1...frames {
+                _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+            }
+            let descriptor = shm_open("/" + name, O_RDWR, 0)
+            defer { close(descriptor) }
+            var status = stat()
+            fstat(descriptor, &status)
+            size = Int(status.st_size)
+            base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)!
+        }
+
+        func remove() {
+            munmap(base, size)
+            shm_unlink("/" + name)
+        }
+    }
+
+    /// latest_sequence flipped between a small value and 2^64 - 2 while a reader reads: its lapped count wraps
+    /// (it trapped on the second jump: "arithmetic overflow").
+    @Test func aLatestSequenceFlippingToTheTopDoesNotTrap() throws {
+        let forged = try Forged("flip", slots: 8, frames: 20)
+        defer { forged.remove() }
+        let reader = try FrameRingReader(shmName: forged.name)
+        let latest = forged.latest
+        var pixels: [UInt8] = []
+        for round in 0..<40 {
+            latest.pointee = round % 2 == 0 ? UInt64.max - 1 : 20
+            _ = reader.next(after: round % 2 == 0 ? 10 : UInt64.max - 20, into: &pixels, timeoutNanoseconds: 5_000_000)
+        }
+        latest.pointee = 20
+        #expect(reader.lappedFrames > 0, "the jumps were counted, wrapping")
+    }
+
+    /// Every slot holding the frame before its own: each read found an older frame and the reader was walked
+    /// forward a frame at a time, scanning every slot at each step (quadratic; hours for a large ring).
+    @Test func slotsThatEachHoldTheFrameBeforeStopTheReader() throws {
+        let forged = try Forged("walk", slots: 128, frames: 128)
+        defer { forged.remove() }
+        for index in 0..<128 { forged.slotSequence(index).pointee -= 1 }
+        let reader = try FrameRingReader(shmName: forged.name)
+        var pixels: [UInt8] = []
+        #expect(reader.next(after: 0, into: &pixels, timeoutNanoseconds: 10_000_000_000).isInvalidFrame,
+                "given up as forged, not walked to the end (nor for the whole timeout)")
+    }
+
+    /// A ring planted with latest_sequence = 2^64 - 1: a reader that started there looked for frame 0, which no
+    /// ring has, and did not recover when a real ring took the name.
+    @Test func aReaderThatStartedAtTheTopRecovers() throws {
+        let forged = try Forged("top", slots: 8, frames: 3)
+        defer { forged.remove() }
+        let reader = try FrameRingReader(shmName: forged.name)
+        forged.latest.pointee = UInt64.max
+        let previous = reader.latestSequence
+        #expect(previous == UInt64.max)
+        forged.latest.pointee = 3
+        _ = forged.writer.publish(layout: FrameLayout(format: .yuv420p, width: 32, height: 32), metadata: FrameMetadata()) {
+            pattern($0, sequence: 4); _ = $1
+        }
+        var pixels: [UInt8] = []
+        let outcome = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 1_000_000_000)
+        #expect(outcome.frameSequence != nil, "\(outcome)")
+    }
+}
+
 extension FrameRingReader.NextOutcome {
     var frameSequence: UInt64? { if case .frame(let info) = self { info.sequence } else { nil } }
+    var isInvalidFrame: Bool { if case .invalidFrame = self { true } else { false } }
 }
 

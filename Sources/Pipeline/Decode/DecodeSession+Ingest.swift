@@ -65,7 +65,7 @@ extension DecodeSession {
             telemetry.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
             return
         }
-        rtp?.push(packet) { rtpEventScratch.append($0) }
+        framing.withRTP { $0.push(packet) { rtpEventScratch.append($0) } }
         handleCollectedRTPEvents(at: time, packetSSRC: packet.ssrc)
     }
 
@@ -83,7 +83,7 @@ extension DecodeSession {
                 telemetry.metrics.rtpPacketsLost.increment(by: Int64(count))
                 noteLoss(at: offset)
                 lossInAccessUnit = true
-                telemetry.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(rtp?.lostPackets ?? 0) so far)")
+                telemetry.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(framing.rtp?.lostPackets ?? 0) so far)")
             case .dropped(let reason, let offset):
                 telemetry.metrics.rtpPayloadsDropped.increment()
                 // A duplicate or another payload type's packet takes nothing from the video; other drops leave a hole.
@@ -106,7 +106,7 @@ extension DecodeSession {
         }
         rtpEventScratch.removeAll(keepingCapacity: true)
         // Asked again every keyframe_request_interval until a keyframe arrives: the request itself may be lost.
-        if loss.needsKeyframe, let ssrc = rtp?.ssrc ?? packetSSRC { requestKeyframe(mediaSSRC: ssrc, now: time) }
+        if loss.needsKeyframe, let ssrc = framing.rtp?.ssrc ?? packetSSRC { requestKeyframe(mediaSSRC: ssrc, now: time) }
     }
 
     /// RTCP PLI or FIR to the sender, at most once per `keyframe_request_interval`.

@@ -9,9 +9,11 @@ extension DecodeSession {
     func receiveTransportStream(_ bytes: [UInt8], at time: UInt64) {
         bytesThisConnection += Int64(bytes.count)
         telemetry.received(bytes: bytes.count)
-        guard transportStream != nil else { return }
-        transportStream!.recordNextArrival = true
-        transportStream!.demuxer.append(bytes) { transportStreamEventScratch.append($0) }
+        let demuxed: Void? = framing.withTransportStream { ingest in
+            ingest.recordNextArrival = true
+            ingest.demuxer.append(bytes) { transportStreamEventScratch.append($0) }
+        }
+        guard demuxed != nil else { return }
         for index in transportStreamEventScratch.indices {
             handle(transportStreamEventScratch[index], at: time)
         }
@@ -25,12 +27,16 @@ extension DecodeSession {
             // A continuation (no PTS, not aligned) goes on with the access unit in progress, its bytes unflushed.
             guard startsAccessUnit else { return }
             endPESPacket()
-            transportStream!.pts = pts.map { transportStream!.unwrap($0) }
-            transportStream!.recordNextArrival = true
+            framing.withTransportStream { ingest in
+                ingest.pts = pts.map { ingest.unwrap($0) }
+                ingest.recordNextArrival = true
+            }
         case .payload(let bytes):
-            let record = transportStream!.recordNextArrival
-            transportStream!.recordNextArrival = false
-            appendAnnexB(bytes, at: time, mediaTimestamp: transportStream!.pts, recordingArrival: record)
+            let (record, pts) = framing.withTransportStream { ingest in
+                defer { ingest.recordNextArrival = false }
+                return (ingest.recordNextArrival, ingest.pts)
+            } ?? (false, nil)
+            appendAnnexB(bytes, at: time, mediaTimestamp: pts, recordingArrival: record)
         case .pesEnd:
             // Not an end of the access unit: the next PES packet may continue it (and a NAL unit with it). Closing
             // here would be a guess, and a wrong guess damages the frame.
@@ -40,20 +46,20 @@ extension DecodeSession {
             if continuityGap {
                 telemetry.metrics.transportStreamContinuityErrors.increment()
                 telemetry.log(.warning, key: "ts-loss", now: time,
-                              "MPEG-TS video packets lost (continuity counter gap; \(transportStream!.demuxer.statistics.continuityErrors) so far)")
+                              "MPEG-TS video packets lost (continuity counter gap; \(framing.transportStream?.demuxer.statistics.continuityErrors ?? 0) so far)")
             }
         case .discarded(let reason, let bytes):
             telemetry.metrics.discardedBytes.increment(by: Int64(bytes))
             telemetry.log(.warning, key: "ts-\(reason.rawValue)", now: time, "MPEG-TS bytes discarded: \(Self.explanation(reason))")
         case .videoStream(let codec, let pid):
-            if transportStream!.hasVideoStream {
+            if framing.transportStream?.hasVideoStream == true {
                 // Another stream now: what came before is decoded to its end, and the new one starts afresh (with
                 // codec = auto, detected again), as a new RTP source does.
                 finishInput()
                 startAfresh()
                 telemetry.log(.warning, key: "ts-switch", now: time, "MPEG-TS program now names another video stream: resynchronised")
             }
-            transportStream!.hasVideoStream = true
+            framing.withTransportStream { $0.hasVideoStream = true }
             if let configured = configuration.codec, configured != codec {
                 telemetry.log(.error, key: "ts-codec", now: time,
                               "the sender's MPEG-TS carries \(codec.rawValue) video (PID \(pid)) but codec = \"\(configured.rawValue)\": set codec = \"auto\" or \"\(codec.rawValue)\"")

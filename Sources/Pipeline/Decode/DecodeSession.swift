@@ -20,12 +20,10 @@ final class DecodeSession {
     let telemetry: StreamTelemetry
     let publisher: FramePublisher
     var annexB: AnnexBIngest
-    /// For `rtp://` streams: NAL units come from RTP packets instead of Annex B bytes.
-    var rtp: RTPIngest?
+    /// How this connection's bytes become NAL units (DecodeSession+Framing.swift).
+    var framing = Framing.annexB
     /// For `source = "rtsp://…"` streams: the session's format from its SDP (applied again when the RTP source changes).
     var sessionMedia: RTPSessionMedia?
-    /// For `srt://` streams: the Annex B bytes come out of MPEG-TS.
-    var transportStream: TransportStreamIngest?
     var assembler: AccessUnitAssembler
     var decoder: StreamDecoder!
     var parts = PictureInParts()
@@ -133,14 +131,9 @@ final class DecodeSession {
         bytesThisConnection = 0
         lastProgressReport = 0
         startAfresh()
-        if configuration.source.transport == .rtp, let codec = configuration.codec {
-            rtp = RTPIngest(codec: codec, payloadType: configuration.rtp.payloadType,
-                            maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow)
-        }
-        // A fresh demuxer per caller: it learns the program anew from the PAT and PMT.
-        transportStream = configuration.source.transport == .srt ? TransportStreamIngest() : nil
-        let clockRate: UInt32 = switch configuration.source.transport {
-        case .rtp: configuration.rtp.clockRate
+        framing = Framing.initial(for: configuration)
+        let clockRate: UInt32 = switch configuration.source {
+        case .rtp(_, let settings): settings.clockRate
         case .srt, .rtsp: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
         case .tcp, .udp: 0
         }
@@ -154,8 +147,8 @@ final class DecodeSession {
     /// though sent in-band: a camera may send them nowhere else.
     private func describe(_ media: RTPSessionMedia) {
         sessionMedia = media
-        rtp = RTPIngest(codec: media.codec, payloadType: media.payloadType,
-                        maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow)
+        framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType,
+                                 maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow))
         publisher.writer.setPTSClockRate(media.clockRate)
         applySessionMedia()
     }
@@ -184,8 +177,7 @@ final class DecodeSession {
     }
 
     private func end(reason: DisconnectReason) {
-        if rtp != nil {
-            rtp!.flush { rtpEventScratch.append($0) }
+        if framing.withRTP({ $0.flush { rtpEventScratch.append($0) } }) != nil {
             handleCollectedRTPEvents(at: MonotonicClock.nanoseconds(), packetSSRC: nil)
         }
         finishInput()
