@@ -109,7 +109,9 @@ import Testing
         let listener = try NotifyListener(directory: daemon.directory)
         try daemon.start(environment: ["NOTIFY_SOCKET": listener.path])
         _ = listener.receive { $0.contains("READY=1") }
-        let blocker = try #require(boundDatagramSocket())
+        // Outside the ephemeral range: freed below, the port must still be free when the daemon binds it (a parallel
+        // test's bind(0) took it once, and the stream stayed stopped).
+        let blocker = try #require(boundDatagramSocketOutsideEphemeralRange())
         let base = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
         let moved = base.replacingOccurrences(of: "tcp://127.0.0.1:\(daemon.port)", with: "udp://127.0.0.1:\(blocker.port)")
         try moved.write(toFile: daemon.configPath, atomically: true, encoding: .utf8)

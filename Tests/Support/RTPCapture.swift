@@ -69,6 +69,15 @@ public func boundDatagramSocket(port: Int = 0, host: String = "127.0.0.1") -> (d
     return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }
 
+/// A datagram socket on a port below the kernel's ephemeral range (32768 and up): once closed, its port is not
+/// handed to another test's `bind(0)` before this test binds it again (a reload that takes the freed port).
+public func boundDatagramSocketOutsideEphemeralRange(host: String = "127.0.0.1") -> (descriptor: Int32, port: Int)? {
+    for _ in 0..<200 {
+        if let bound = boundDatagramSocket(port: Int.random(in: 20000..<30000), host: host) { return bound }
+    }
+    return nil
+}
+
 /// The next datagram on `descriptor` within `seconds`, or nil.
 public func receiveDatagram(_ descriptor: Int32, within seconds: Double) -> [UInt8]? {
     var poll = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
