@@ -16,15 +16,35 @@ final class StreamPipeline: Sendable {
     /// A listening socket passed by socket activation, used instead of binding `listen`; closed by the pipeline.
     private let inheritedDescriptor: Int32?
     private let metrics: StreamMetrics
-    private let worker = NIOLockedValueBox<StreamWorker?>(nil)
-    /// source = "rtsp://…": the client, while the stream runs.
-    private let rtspClient = NIOLockedValueBox<RTSPClient?>(nil)
+    /// Where `run()` is. The worker (ring and decode thread) and the RTSP client outlive the listener: STATUS lines
+    /// read their last state after the stream stopped.
+    private enum Phase: Sendable {
+        case starting
+        /// The ring exists and the decode thread runs; the listener is being bound (`client`: rtsp://, once made).
+        case binding(StreamWorker, client: RTSPClient?)
+        case listening(StreamWorker, client: RTSPClient?)
+        case ended(StreamWorker?, client: RTSPClient?)
+
+        var worker: StreamWorker? {
+            switch self {
+            case .starting: return nil
+            case .binding(let worker, _), .listening(let worker, _): return worker
+            case .ended(let worker, _): return worker
+            }
+        }
+        var client: RTSPClient? {
+            switch self {
+            case .binding(_, let client), .listening(_, let client), .ended(_, let client): return client
+            case .starting: return nil
+            }
+        }
+    }
+    private let phase = NIOLockedValueBox(Phase.starting)
     /// Fires once the listener is bound and the ring exists, or once `run()` has ended (then `isListening` is false).
     let settled = OneShotSignal()
     private let stopRequested = OneShotSignal()
     /// Set by `stop(removingRing:)`: the stream was removed from the configuration, so its ring goes too.
     private let removeRing = NIOLockedValueBox(false)
-    private let listening = NIOLockedValueBox(false)
     /// Connections refused (allowlist, rate, second sender): logged at most once per 10 s per reason.
     private let refusals: NIOLockedValueBox<(limiter: PerSourceRateLimiter, log: RateLimitedLogger)>
     /// When the sender last delivered video (reported by the decode thread, read by the listener).
@@ -46,7 +66,7 @@ final class StreamPipeline: Sendable {
     }
 
     /// True between the listener being bound and the stream stopping.
-    var isListening: Bool { listening.withLockedValue { $0 } }
+    var isListening: Bool { phase.withLockedValue { if case .listening = $0 { true } else { false } } }
 
     /// Asks this one stream to stop (a reload removed or changed it); `run()` then drains and returns. A removed
     /// stream's ring is removed as well; a changed one's is left for its new instance to take over.
@@ -57,7 +77,7 @@ final class StreamPipeline: Sendable {
 
     func run() async throws {
         defer {
-            listening.withLockedValue { $0 = false }
+            phase.withLockedValue { $0 = .ended($0.worker, client: $0.client) }
             settled.fire()
         }
         let ringEvents = RingEventReporter(shmName: configuration.shmName, logger: logger, metrics: metrics)
@@ -71,7 +91,7 @@ final class StreamPipeline: Sendable {
         let worker = StreamWorker(configuration: configuration, writer: writer, ringEvents: ringEvents, activity: activity,
                                   logger: logger, metrics: metrics)
         worker.start()
-        self.worker.withLockedValue { $0 = worker }
+        phase.withLockedValue { $0 = .binding(worker, client: nil) }
         let registry = SenderRegistry(policy: configuration.admissionPolicy, activity: activity)
         let listener: Listener
         do {
@@ -94,7 +114,7 @@ final class StreamPipeline: Sendable {
             ])
         }
         if !configuration.retiredKeys.isEmpty { logger.warning("\(ConfigurationReport.retiredKeysWarning(configuration))") }
-        listening.withLockedValue { $0 = true }
+        phase.withLockedValue { $0 = .listening(worker, client: $0.client) }
         settled.fire()
         // Stopped by the daemon's graceful shutdown, by a reload (stop()), or by cancellation (a sibling failed).
         await withTaskCancellationHandler {
@@ -123,19 +143,19 @@ final class StreamPipeline: Sendable {
     }
 
     /// source = "rtsp://…": where the client stands (for STATUS lines).
-    var sourceState: String? { rtspClient.withLockedValue { $0?.state.withLockedValue { $0.description } } }
+    var sourceState: String? { phase.withLockedValue { $0.client }?.state.withLockedValue { $0.description } }
 
     /// Why the stream has no usable ring, if it has none (for STATUS lines).
-    var ringProblem: String? { worker.withLockedValue { $0?.ringEvents.problem } }
+    var ringProblem: String? { phase.withLockedValue { $0.worker }?.ringEvents.problem }
 
     /// What the stream is doing now (for STATUS lines).
     var snapshot: StreamSnapshot {
-        worker.withLockedValue { $0?.snapshot.withLockedValue { $0 } } ?? StreamSnapshot()
+        phase.withLockedValue { $0.worker }?.snapshot.withLockedValue { $0 } ?? StreamSnapshot()
     }
 
     /// False when the stream's decode thread is stuck (the watchdog is then no longer fed).
     func isHealthy(stallLimitNanoseconds limit: UInt64) -> Bool {
-        worker.withLockedValue { $0?.isHealthy(stallLimitNanoseconds: limit) } ?? true
+        phase.withLockedValue { $0.worker }?.isHealthy(stallLimitNanoseconds: limit) ?? true
     }
 
     private func makeWriter(events: RingEventReporter) throws -> FrameRingWriter {
@@ -161,7 +181,7 @@ final class StreamPipeline: Sendable {
             }
             let client = RTSPClient(source: settings.camera, configuration: configuration, worker: worker,
                                     context: RTSPClientContext(group: group, metrics: metrics, logger: logger))
-            rtspClient.withLockedValue { $0 = client }
+            phase.withLockedValue { $0 = .binding(worker, client: client) }
             return .rtsp(client)  // started once the decode thread has been told the stream is listening
         case .srt:
             let listener = try SRTListener(configuration: configuration, worker: worker, activity: activity, metrics: metrics,
