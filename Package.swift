@@ -116,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StreamrecvctlTests",
-            dependencies: ["Bitstream", "streamrecvctl", "StreamrecvTestSupport"]
+            dependencies: ["Bitstream", "SharedFrames", "FrameFormats", "streamrecvctl", "StreamrecvTestSupport"]
         ),
     ]
 )

@@ -63,10 +63,7 @@ public enum FFmpegLog {
         let message = line.hasPrefix("[") ? String(line.drop { $0 != "]" }.dropFirst().drop { $0 == " " }) : line
         log.withLock { routing in
             guard let logger = routing?.logger else { return }
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let nanoseconds = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-            guard let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: nanoseconds) else { return }
+            guard let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: monotonicNanoseconds()) else { return }
             logger.log(level: level <= AV_LOG_ERROR ? .error : .warning, "\(message)\(suffix)",
                        metadata: stream.isEmpty ? nil : ["stream": "\(stream)"])
         }

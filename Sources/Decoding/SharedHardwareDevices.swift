@@ -1,5 +1,4 @@
 import CFFmpeg
-import Glibc
 import Synchronization
 
 /// One opened device context per accelerator, shared by every decoder of the process.
@@ -60,7 +59,7 @@ enum SharedHardwareDevices {
     /// one was dropped less than `dropInterval` before `now`. A context already replaced is left alone: a stream
     /// that reports late does not drop its successor. Returns whether it dropped.
     @discardableResult
-    static func drop(_ accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>, now: UInt64 = monotonicNow()) -> Bool {
+    static func drop(_ accelerator: HardwareAccelerator, context: UnsafeMutablePointer<AVBufferRef>, now: UInt64 = monotonicNanoseconds()) -> Bool {
         let lost = Int(bitPattern: context.pointee.data)
         return slots[accelerator]!.state.withLock { state in
             guard let shared = state.opened?.reference, Int(bitPattern: shared.pointee.data) == lost else { return false }
@@ -69,12 +68,6 @@ enum SharedHardwareDevices {
             state.droppedAt = now
             return true
         }
-    }
-
-    static func monotonicNow() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     /// Forgets whatever is open for `accelerator` (tests).

@@ -232,7 +232,7 @@ public final class StreamDecoder {
             report(.pathSelected(selection!.summary))
         }
         let device = softwareOnly ? nil : selection?.device
-        let started = Self.monotonicNanoseconds()
+        let started = monotonicNanoseconds()
         for attempt in 1...Self.maximumCreationAttempts {
             do {
                 decoder = try VideoDecoder(
@@ -249,7 +249,7 @@ public final class StreamDecoder {
                 if recreation { statistics.recreations += 1 }
                 state = .decoding
                 report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay,
-                               threading: decoder!.activeThreading, nanoseconds: Self.monotonicNanoseconds() - started))
+                               threading: decoder!.activeThreading, nanoseconds: monotonicNanoseconds() - started))
                 return true
             } catch {
                 statistics.creationFailures += 1
@@ -260,12 +260,6 @@ public final class StreamDecoder {
         openedWith = nil
         state = .degraded
         return false
-    }
-
-    private static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     // MARK: - Feeding
