@@ -40,7 +40,7 @@ rtsp_silent_table=$(python3 scripts/bench-rtsp.py --probe "$work/latency-probe" 
 echo "splitting…" >&2
 split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-versions="$(ffmpeg -version | head -1 | cut -d' ' -f1-3), $(gst-launch-1.0 --version | sed -n 's/^GStreamer //p' | head -1 | sed 's/^/GStreamer /')"
+versions="$(ffmpeg -version | sed -n 1p | cut -d' ' -f1-3), $(gst-launch-1.0 --version | sed -n 's/^GStreamer //p' | head -1 | sed 's/^/GStreamer /')"
 
 cat > docs/benchmarks.md <<DOC
 # Benchmarks

@@ -14,7 +14,8 @@ limit=$((60 * 1024 * 1024))
 
 ffmpeg=$(scripts/build-ffmpeg-minimal.sh)
 # The daemon uses FoundationEssentials only; all of Foundation would bring ICU's 34 MB of data with it.
-if nm .build/release/streamrecvd | grep -q -e icudt -e 's10Foundation'; then
+# grep -c reads to the end: -q stops early, and pipefail would count nm's SIGPIPE as "not found".
+if nm .build/release/streamrecvd | grep -c -e icudt -e 's10Foundation' >/dev/null; then
     say "FAILED: streamrecvd links Foundation (and ICU): see MemberImportVisibility in Package.swift"; exit 1
 fi
 rm -rf "$tree"

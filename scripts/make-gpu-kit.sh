@@ -33,7 +33,8 @@ for library in "$kit"/lib/lib{avfilter,swresample}.so.*; do
 done
 strip --strip-unneeded "$kit/bin/ffmpeg"
 patchelf --set-rpath '$ORIGIN/../lib' "$kit/bin/ffmpeg"
-if LD_LIBRARY_PATH= ldd "$kit/bin/ffmpeg" | grep -q 'not found'; then say "FAILED: the kit's ffmpeg misses libraries"; exit 1; fi
+# grep -c, not -q: see make-bundle.sh (pipefail and SIGPIPE).
+if LD_LIBRARY_PATH= ldd "$kit/bin/ffmpeg" | grep -c 'not found' >/dev/null; then say "FAILED: the kit's ffmpeg misses libraries"; exit 1; fi
 # glibc's loader and libraries: the bundle needs glibc 2.36; a device with an older one runs everything through
 # this loader (run.sh decides).
 loader=$(readlink -f /lib64/ld-linux-x86-64.so.2)
