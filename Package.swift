@@ -48,12 +48,17 @@ let package = Package(
         // `streamrecvctl send`: files demuxed and sent as a live encoder would.
         .target(name: "StreamSending", dependencies: ["CAVFormat"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // WebRTC's security layer: DTLS 1.2 over memory BIOs, the self-signed identity and HMAC-SHA1 (OpenSSL 3),
+        // SRTP/SRTCP (libsrtp2), and their Swift owners.
+        .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .target(name: "MediaSecurity", dependencies: ["CDTLS", "CSRTP"]),
         // srt:// listeners (the GnuTLS build of libsrt: the one Debian's FFmpeg links).
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "CFFmpeg", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT",
+                "Bitstream", "CFFmpeg", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT", "MediaSecurity",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -106,6 +111,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .testTarget(name: "MediaSecurityTests", dependencies: ["MediaSecurity", "Bitstream"]),
         .testTarget(
             name: "SharedFramesTests",
             dependencies: ["SharedFrames", "CFrameRing", "FrameFormats", "StreamrecvTestSupport"]

@@ -19,5 +19,8 @@ let package = Package(
         .executableTarget(name: "FuzzRTP", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzTransportStream", dependencies: [bitstream, "FuzzSupport"]),
         .executableTarget(name: "FuzzRTSP", dependencies: [bitstream, "FuzzSupport"]),
+        .executableTarget(name: "FuzzSTUN", dependencies: [bitstream, "FuzzSupport"]),
+        .executableTarget(name: "FuzzRTCP", dependencies: [bitstream, "FuzzSupport"]),
+        .executableTarget(name: "FuzzWebRTCOffer", dependencies: [bitstream, "FuzzSupport"]),
     ]
 )

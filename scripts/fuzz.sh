@@ -6,14 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-${FUZZ_RUNS:-20000}}
-TARGETS=${FUZZ_TARGETS:-"FuzzAnnexB FuzzH264ParameterSets FuzzH265ParameterSets FuzzSEI FuzzRTP FuzzTransportStream FuzzRTSP"}
+TARGETS=${FUZZ_TARGETS:-"FuzzAnnexB FuzzH264ParameterSets FuzzH265ParameterSets FuzzSEI FuzzRTP FuzzTransportStream FuzzRTSP FuzzSTUN FuzzRTCP FuzzWebRTCOffer"}
 WORK=${FUZZ_WORK:-.build/fuzz}
 mkdir -p "$WORK"
 (cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 | grep -E "error|warning: |Compiling|Build complete" | tail -3)
 BIN=Fuzz/.build/release
-[ -d "$WORK/seeds" ] || python3 scripts/fuzz-seeds.py "$WORK/seeds" > /dev/null
+# Made again when a target added since has none (FuzzWebRTCOffer is the newest).
+[ -d "$WORK/seeds/FuzzWebRTCOffer" ] || python3 scripts/fuzz-seeds.py "$WORK/seeds" > /dev/null
 # Input size limits per target: enough for several NAL units / packets, small enough to stay fast.
-max_len() { case $1 in FuzzAnnexB) echo 4096;; FuzzRTP) echo 8192;; FuzzTransportStream) echo 8192;; FuzzRTSP) echo 8192;; *) echo 1024;; esac; }
+max_len() { case $1 in FuzzAnnexB) echo 4096;; FuzzRTP) echo 8192;; FuzzTransportStream) echo 8192;; FuzzRTSP) echo 8192;; FuzzWebRTCOffer) echo 8192;; FuzzSTUN) echo 512;; *) echo 1024;; esac; }
 for target in $TARGETS; do
     corpus="$WORK/corpus/$target"
     mkdir -p "$corpus" "Fuzz/Regressions/$target"

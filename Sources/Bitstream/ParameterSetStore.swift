@@ -89,6 +89,27 @@ public struct ParameterSetStore: Sendable {
         }
     }
 
+    /// Whether `unit` (header included) is a parameter set this store already holds byte for byte: sending it
+    /// again changes nothing. False for any other NAL unit.
+    public func holds(_ unit: ArraySlice<UInt8>, codec: VideoCodec) -> Bool {
+        guard let first = unit.first else { return false }
+        switch codec {
+        case .h264:
+            switch H264NALUnitHeader(byte: first).type {
+            case .sps: return h264SPS.contains { $0?.nalUnit.elementsEqual(unit) == true }
+            case .pps: return h264PPS.contains { $0?.nalUnit.elementsEqual(unit) == true }
+            default: return false
+            }
+        case .h265:
+            switch (first >> 1) & 0x3f {
+            case 32: return h265VPS.contains { $0?.nalUnit.elementsEqual(unit) == true }
+            case 33: return h265SPS.contains { $0?.nalUnit.elementsEqual(unit) == true }
+            case 34: return h265PPS.contains { $0?.nalUnit.elementsEqual(unit) == true }
+            default: return false
+            }
+        }
+    }
+
     /// Receives an H.265 VPS (32), SPS (33) or PPS (34) NAL unit (header included).
     public mutating func receiveH265(_ unit: ArraySlice<UInt8>) -> ParameterSetUpdate {
         let payload = unit.dropFirst(2)

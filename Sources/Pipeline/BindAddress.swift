@@ -8,6 +8,17 @@ struct BindAddress: Equatable, Sendable {
 
     var isWildcard: Bool { bytes.allSatisfy { $0 == 0 } }
     var isIPv6: Bool { bytes.count == 16 }
+    /// 127.0.0.0/8 or ::1.
+    var isLoopback: Bool { bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1] }
+
+    /// `text` when it is one numeric IPv4 or IPv6 address (no name lookup); nil otherwise.
+    static func resolveNumeric(_ text: String) -> BindAddress? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 { return BindAddress(bytes: withUnsafeBytes(of: &v4) { Array($0) }) }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 { return BindAddress(bytes: withUnsafeBytes(of: &v6) { Array($0) }) }
+        return nil
+    }
 
     /// Every address `host` stands for when binding (getaddrinfo with AI_PASSIVE: "localhost" is 127.0.0.1 and
     /// ::1); nil when it stands for none.

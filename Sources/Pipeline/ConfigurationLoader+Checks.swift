@@ -83,6 +83,18 @@ extension ConfigurationLoader {
             }
             sockets.append(("[daemon] metrics", metrics, addresses))
         }
+        if let webrtc = configuration.webrtc {
+            for (key, address) in [("listen", webrtc.http), ("media", webrtc.media)] {
+                guard let addresses = BindAddress.resolve(address.host) else {
+                    throw fail("\(key) host '\(address.host)' does not resolve to an address", "webrtc", nil, key)
+                }
+                for other in sockets where other.listen.transport.isDatagram == address.transport.isDatagram
+                    && other.listen.port == address.port && BindAddress.overlap(other.addresses, addresses) {
+                    throw fail("[webrtc] \(key) takes the same port as \(other.what) (\(other.listen))", "webrtc", nil, key)
+                }
+                sockets.append(("[webrtc] \(key)", address, addresses))
+            }
+        }
         let streams = configuration.streams
         for (index, stream) in streams.enumerated() {
             for earlier in streams[..<index] {

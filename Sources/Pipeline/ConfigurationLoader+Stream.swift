@@ -55,7 +55,7 @@ struct StreamEntry {
 
 extension ConfigurationLoader {
     static func parseStream(
-        _ table: TOMLTable, index: Int, warnings: inout [String],
+        _ table: TOMLTable, index: Int, warnings: inout [String], directory: String = ".",
         fail: @escaping (String, String?, Int?, String?) -> ConfigurationError
     ) throws(ConfigurationError) -> StreamConfiguration {
         let entry = StreamEntry(table: table) { key, message in fail(message, "stream", index, key) }
@@ -67,7 +67,7 @@ extension ConfigurationLoader {
               name.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || $0 == "-" || $0 == "_" }) else {
             throw entry.error("name", "name must be 1-32 characters of letters, digits, '-' and '_'")
         }
-        let source = try parseSource(entry, name: name, warnings: &warnings)
+        let source = try parseSource(entry, name: name, warnings: &warnings, directory: directory)
         for key in table.keys.sorted() {
             if let refusal = refusal(of: key, for: source) { throw entry.error(key, refusal) }
         }
@@ -82,7 +82,7 @@ extension ConfigurationLoader {
 
     // MARK: - The source: one parser per transport
 
-    private static func parseSource(_ entry: StreamEntry, name: String, warnings: inout [String]) throws(ConfigurationError) -> StreamSource {
+    private static func parseSource(_ entry: StreamEntry, name: String, warnings: inout [String], directory: String) throws(ConfigurationError) -> StreamSource {
         if let sourceText = try entry.string("source") {
             guard entry["listen"] == nil else {
                 throw entry.error("source", "a stream has either listen (a sender pushes) or source (the daemon pulls), not both")
@@ -90,6 +90,7 @@ extension ConfigurationLoader {
             return .rtsp(try parseRTSP(entry, sourceText: sourceText, warnings: &warnings))
         }
         guard let listenText = try entry.string("listen") else { throw entry.error(nil, "stream '\(name)' has neither listen nor source") }
+        if listenText == "whip" { return .webrtc(try parseWHIPStream(entry, warnings: &warnings, directory: directory)) }
         let address = try parseListen(listenText) { entry.error("listen", $0) }
         switch address.transport {
         case .tcp: return .tcp(address)
@@ -97,6 +98,7 @@ extension ConfigurationLoader {
         case .rtp: return .rtp(address, try parseRTP(entry, fixedBySender: true))
         case .srt: return .srt(address, try parseSRT(entry))
         case .rtsp: throw entry.error("listen", "the daemon pulls rtsp:// streams: write source = \"rtsp://HOST/PATH\" instead of listen")
+        case .whip: throw entry.error("listen", "WebRTC streams are written listen = \"whip\"")
         }
     }
 

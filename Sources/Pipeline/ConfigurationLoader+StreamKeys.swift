@@ -12,18 +12,21 @@ extension ConfigurationLoader {
         switch key {
         case "rtp_payload_type", "rtp_clock_rate", "rtcp_mux":
             if case .rtp = source { return nil }
+            if source.transport == .whip { return "\(key) does not apply to a whip stream (the session negotiates it)" }
             return source.transport == .rtsp ? key + pulled : "\(key) applies to rtp:// streams only"
         case "allow", "max_connections_per_second", "second_sender":
             return source.transport == .rtsp ? key + pulled : nil
         case "rtp_reorder_window":
-            return [.rtp, .rtsp].contains(source.transport) ? nil : "rtp_reorder_window applies to rtp:// and rtsp:// streams only"
+            return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "rtp_reorder_window applies to rtp://, rtsp:// and whip streams only"
         case "keyframe_request", "keyframe_request_interval":
-            return [.rtp, .rtsp].contains(source.transport) ? nil : "\(key) needs an rtp:// or rtsp:// stream (RTCP feedback)"
+            return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "\(key) needs an rtp://, rtsp:// or whip stream (RTCP feedback)"
+        case "token_file":
+            return source.transport == .whip ? nil : "token_file applies to listen = \"whip\" streams only"
         case "receive_buffer":
             switch source {
             case .udp, .rtp: return nil
             case .rtsp(let settings) where settings.camera.transport == .udp: return nil
-            case .tcp, .srt, .rtsp:
+            case .tcp, .srt, .rtsp, .webrtc:
                 return "receive_buffer applies to udp://, rtp:// and rtsp_transport = \"udp\" streams only"
             }
         case "srt_delivery", "latency_ms", "passphrase":

@@ -24,7 +24,7 @@ public enum ConfigurationLoader {
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
         "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_auth", "rtsp_user", "rtsp_password",
-        "rtsp_password_file",
+        "rtsp_password_file", "token_file",
     ]
 
     /// The longest string value, and the largest file, accepted.
@@ -73,9 +73,10 @@ public enum ConfigurationLoader {
         }
 
         var configuration = DaemonConfiguration()
-        for key in table.keys where key != "daemon" && key != "stream" {
-            throw fail("unknown top-level key '\(key)' (expected [daemon] and [[stream]] tables)", nil, nil, key)
+        for key in table.keys where !["daemon", "stream", "webrtc"].contains(key) {
+            throw fail("unknown top-level key '\(key)' (expected [daemon], [webrtc] and [[stream]] tables)", nil, nil, key)
         }
+        if let value = table["webrtc"] { configuration.webrtc = try parseWebRTC(value, fail: fail) }
         if let daemonValue = table["daemon"] {
             guard let daemon = daemonValue.table else { throw fail("'daemon' must be a table: [daemon]", nil, nil, "daemon") }
             for key in daemon.keys where !daemonKeys.contains(key) {
@@ -101,13 +102,22 @@ public enum ConfigurationLoader {
         guard let streams = streamValue.array else { throw fail("'stream' must be an array of tables: [[stream]]", nil, nil, "stream") }
         for (index, element) in streams.enumerated() {
             guard let entry = element.table else { throw fail("each stream must be a table", "stream", index, nil) }
-            var stream = try parseStream(entry, index: index, warnings: &configuration.warnings, fail: fail)
+            var stream = try parseStream(entry, index: index, warnings: &configuration.warnings, directory: directory(of: file), fail: fail)
             stream.lines = lines.places(section: "stream", index: index)
+            if stream.webrtc != nil && configuration.webrtc == nil {
+                throw fail("stream '\(stream.name)' has listen = \"whip\" but there is no [webrtc] table (listen = \"127.0.0.1:8889\", media = \"127.0.0.1:8189\")", "stream", index, "listen")
+            }
             configuration.streams.append(stream)
         }
         try validateUnique(configuration, fail: fail)
         configuration.warnings += sharedCameraWarnings(configuration.streams)
         return configuration
+    }
+
+    /// The folder of the configuration file: relative paths in it (token_file) are read from there.
+    static func directory(of file: String) -> String {
+        guard let slash = file.lastIndex(of: "/") else { return "." }
+        return slash == file.startIndex ? "/" : String(file[..<slash])
     }
 
     /// A size in bytes: an integer, or a string with a binary suffix ("512K", "256M", "1G", "1T").

@@ -28,7 +28,8 @@ public struct ConfigurationReport: Sendable {
             let largest = FrameLayout(format: .nv12, width: stream.maxWidth, height: stream.maxHeight).byteCount
             let limit = ring.sizeLimit
             limits += limit
-            var line = "stream \(stream.name): \(stream.endpoint), ring /dev/shm/\(stream.shmName), \(stream.slots) slots"
+            let endpoint = stream.webrtc != nil ? configuration.webrtc.map { "WHIP \($0.url(of: stream.name))" } ?? stream.endpoint : stream.endpoint
+            var line = "stream \(stream.name): \(endpoint), ring /dev/shm/\(stream.shmName), \(stream.slots) slots"
             line += ", at most \(Self.size(limit)) (ring_size_limit)"
             if let atLargest = ring.ringSize(frameBytes: largest) {
                 line += "; \(stream.maxWidth)x\(stream.maxHeight) 4:2:0 8-bit takes \(Self.size(atLargest.bytes)) in \(atLargest.slots) slots"

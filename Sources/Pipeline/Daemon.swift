@@ -25,13 +25,18 @@ public enum Daemon {
             factory = MetricsServer.factory(registry: registry)
             metricsServer = MetricsServer(address: address, registry: registry, group: group, logger: logger)
         }
+        let webrtc = try configuration.webrtc.map {
+            try WebRTCServer(configuration: $0, group: group, metricsFactory: factory, logger: logger)
+        }
         let supervisor = StreamSupervisor(
             configuration: configuration, configurationPath: configurationPath, group: group,
-            metricsFactory: factory, inherited: inherited, logger: logger)
+            metricsFactory: factory, inherited: inherited, logger: logger, webrtc: webrtc)
         let notifier = SystemdNotifierService(supervisor: supervisor, initialStreams: configuration.streams.count, logger: logger)
         // Graceful shutdown runs in reverse order: the metrics endpoint closes, the notifier says STOPPING=1,
         // then the streams drain.
-        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: supervisor), .init(service: notifier)]
+        // The WebRTC server comes first: it closes after the streams that attach to it have stopped.
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = (webrtc.map { [.init(service: $0)] } ?? [])
+            + [.init(service: supervisor), .init(service: notifier)]
             + (metricsServer.map { [.init(service: $0)] } ?? [])
         let serviceGroup = ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

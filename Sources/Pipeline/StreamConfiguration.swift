@@ -17,6 +17,8 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         /// Not a listener: the daemon pulls from an RTSP server (`source = "rtsp://…"`, `StreamConfiguration.rtsp`);
         /// host and port are the server's.
         case rtsp
+        /// Not a listener of its own: WebRTC sessions negotiated through the `[webrtc]` WHIP endpoint.
+        case whip
 
         /// Takes a UDP port (ports of the two kinds do not collide).
         var isDatagram: Bool { self != .tcp }
@@ -32,7 +34,8 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(transport.rawValue)://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+        if transport == .whip { return "whip" }
+        return "\(transport.rawValue)://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 }
 
@@ -187,6 +190,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var logLevel: LogLevel = .info
     /// Where the Prometheus endpoint listens (`[daemon] metrics = "127.0.0.1:9464"`); nil: no endpoint.
     public var metrics: ListenAddress?
+    /// The WHIP endpoint and ICE port of `listen = "whip"` streams (`[webrtc]`); nil: no WebRTC.
+    public var webrtc: WebRTCServerConfiguration?
     public var streams: [StreamConfiguration] = []
     /// What the file asks for that works but is likely a mistake: said by --check-config, at start and at reload.
     public var warnings: [String] = []
@@ -202,11 +207,15 @@ extension StreamConfiguration {
         switch source {
         case .tcp(let address), .udp(let address, _), .rtp(let address, _), .srt(let address, _): return address
         case .rtsp(let settings): return ListenAddress(transport: .rtsp, host: settings.camera.host, port: settings.camera.port)
+        case .webrtc: return ListenAddress(transport: .whip, host: "", port: 0)
         }
     }
 
     /// The server of a pulled stream.
     public var rtsp: RTSPSource? { if case .rtsp(let settings) = source { settings.camera } else { nil } }
+
+    /// The settings of a `listen = "whip"` stream.
+    public var webrtc: WebRTCSettings? { if case .webrtc(let settings) = source { settings } else { nil } }
 
     /// The SRT settings of an srt:// stream.
     public var srt: SRTSettings? { if case .srt(_, let settings) = source { settings } else { nil } }
@@ -216,6 +225,7 @@ extension StreamConfiguration {
         switch source {
         case .rtp(_, let settings): return settings
         case .rtsp(let settings): return settings.rtp
+        case .webrtc(let settings): return settings.rtp
         case .tcp, .udp, .srt: return RTPSettings()
         }
     }
@@ -225,12 +235,15 @@ extension StreamConfiguration {
         switch source {
         case .udp(_, let bytes): return bytes
         case .rtp, .rtsp: return rtp.receiveBufferBytes
-        case .tcp, .srt: return StreamSource.defaultReceiveBufferBytes
+        case .tcp, .srt, .webrtc: return StreamSource.defaultReceiveBufferBytes
         }
     }
 
     /// What the stream listens on, or pulls from (without credentials).
-    public var endpoint: String { rtsp.map { "source \($0)" } ?? listen.description }
+    public var endpoint: String {
+        if webrtc != nil { return "WHIP /whip/\(name)" }
+        return rtsp.map { "source \($0)" } ?? listen.description
+    }
 
     /// `second_sender` with the deadlines `idle_timeout` sets: the same for TCP connections and datagram sources.
     var admissionPolicy: AdmissionPolicy {

@@ -44,6 +44,8 @@ final class StreamMetrics: Sendable {
         case rateLimited = "rate_limited"
         /// srt://: the caller's encryption does not match `passphrase` (wrong, missing or unexpected).
         case passphrase
+        /// whip: a WHIP request without the stream's bearer token.
+        case token
     }
 
     let bytesReceived: Counter

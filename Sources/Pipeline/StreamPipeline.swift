@@ -49,12 +49,15 @@ final class StreamPipeline: Sendable {
     private let refusals: NIOLockedValueBox<(limiter: PerSourceRateLimiter, log: RateLimitedLogger)>
     /// When the sender last delivered video (reported by the decode thread, read by the listener).
     private let activity = SenderActivity()
+    /// The server `listen = "whip"` streams attach to.
+    private let webrtc: WebRTCServer?
 
     init(
         configuration: StreamConfiguration, group: EventLoopGroup, logger: Logger, inheritedDescriptor: Int32? = nil,
-        metrics: StreamMetrics
+        metrics: StreamMetrics, webrtc: WebRTCServer? = nil
     ) {
         self.configuration = configuration
+        self.webrtc = webrtc
         self.group = group
         self.inheritedDescriptor = inheritedDescriptor
         self.metrics = metrics
@@ -107,6 +110,8 @@ final class StreamPipeline: Sendable {
         if case .rtsp(let client) = listener { client.start() }
         if let source = configuration.rtsp {
             logger.info("pulling", metadata: ["source": "\(source)", "shm": "/dev/shm/\(configuration.shmName)"])
+        } else if configuration.webrtc != nil, let webrtc {
+            logger.info("taking WebRTC", metadata: ["whip": "\(webrtc.configuration.url(of: configuration.name))", "shm": "/dev/shm/\(configuration.shmName)"])
         } else {
             logger.info("listening", metadata: [
                 "listen": "\(inheritedDescriptor.map { "inherited socket \($0) (socket activation)" } ?? configuration.listen.description)",
@@ -134,6 +139,8 @@ final class StreamPipeline: Sendable {
             srt.stop()
         case .rtsp(let client):
             await client.stop()
+        case .webrtc(let server):
+            await server.detach(stream: configuration.name)
         }
         worker.stopAndWait()
         // Let go of the ring now, not whenever the last reference goes: a changed stream's new instance takes it.
@@ -170,6 +177,7 @@ final class StreamPipeline: Sendable {
         case channel(Channel)
         case srt(SRTListener)
         case rtsp(RTSPClient)
+        case webrtc(WebRTCServer)
     }
 
     private func bind(worker: StreamWorker, registry: SenderRegistry) async throws -> Listener {
@@ -193,6 +201,14 @@ final class StreamPipeline: Sendable {
                 throw error
             }
             return .srt(listener)
+        case .webrtc(let settings):
+            if let inheritedDescriptor {
+                logger.warning("socket activation: a listen = \"whip\" stream uses the [webrtc] sockets; closing the socket passed to it")
+                close(inheritedDescriptor)
+            }
+            guard let webrtc else { throw WebRTCUnavailable() }
+            await webrtc.attach(WebRTCRoute(configuration: configuration, settings: settings, worker: worker, activity: activity, metrics: metrics))
+            return .webrtc(webrtc)
         case .udp, .rtp:
             return .channel(try await bindDatagrams(worker: worker))
         case .tcp:
@@ -315,6 +331,7 @@ final class StreamPipeline: Sendable {
         case .rateLimited: message = "connection refused: this source is over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
         case .secondSender: message = "second sender refused: the current sender is delivering video (second_sender = refuse)"
         case .passphrase: message = "connection refused: encryption does not match passphrase"  // SRT only (SRTListenerThread)
+        case .token: message = "WHIP request refused: wrong or missing bearer token"  // whip only (WHIPRequestHandler)
         }
         logRefusal(key: reason.rawValue, "\(message) (remote \(remote?.description ?? "unknown"))")
     }
@@ -331,4 +348,9 @@ final class StreamPipeline: Sendable {
         _ = channel.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: .init(rawValue: TCP_KEEPINTVL)), value: 10)
         _ = channel.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: .init(rawValue: TCP_KEEPCNT)), value: 3)
     }
+}
+
+/// A `listen = "whip"` stream added by a reload while the daemon started without `[webrtc]`.
+struct WebRTCUnavailable: Error, CustomStringConvertible {
+    var description: String { "no WebRTC server is running: a [webrtc] table added after start takes effect at the next restart" }
 }

@@ -12,12 +12,14 @@ public enum StreamSource: Sendable, Equatable {
     case srt(ListenAddress, SRTSettings)
     /// Pulled from an RTSP server (`source = "rtsp://…"`).
     case rtsp(RTSPSettings)
+    /// WebRTC from WHIP clients (`listen = "whip"`): offers to the `[webrtc]` HTTP endpoint, media on its ICE port.
+    case webrtc(WebRTCSettings)
 
     /// The socket senders reach; nil for a pulled stream.
     public var listenAddress: ListenAddress? {
         switch self {
         case .tcp(let address), .udp(let address, _), .rtp(let address, _), .srt(let address, _): return address
-        case .rtsp: return nil
+        case .rtsp, .webrtc: return nil
         }
     }
 
@@ -28,6 +30,7 @@ public enum StreamSource: Sendable, Equatable {
         case .rtp: return .rtp
         case .srt: return .srt
         case .rtsp: return .rtsp
+        case .webrtc: return .whip
         }
     }
 }

@@ -15,6 +15,8 @@ final class StreamSupervisor: Service {
     private let logger: Logger
     private let configurationPath: String?
     private let metricsFactory: any MetricsFactory
+    /// The `[webrtc]` server of `listen = "whip"` streams, when configured at start.
+    private let webrtc: WebRTCServer?
     /// Listeners from socket activation by stream name. The supervisor keeps the originals and gives each
     /// pipeline instance a duplicate, so that a stream restarted by a reload can listen on it again.
     private let inherited: [String: Int32]
@@ -35,9 +37,10 @@ final class StreamSupervisor: Service {
 
     init(
         configuration: DaemonConfiguration, configurationPath: String?, group: EventLoopGroup,
-        metricsFactory: any MetricsFactory, inherited: [String: Int32], logger: Logger
+        metricsFactory: any MetricsFactory, inherited: [String: Int32], logger: Logger, webrtc: WebRTCServer? = nil
     ) {
         self.group = group
+        self.webrtc = webrtc
         self.logger = logger
         self.configurationPath = configurationPath
         self.metricsFactory = metricsFactory
@@ -107,7 +110,7 @@ final class StreamSupervisor: Service {
         let descriptor = inherited[stream.name].map { dup($0) }
         let metrics = StreamMetrics(stream: stream.name, factory: metricsFactory)
         let pipeline = StreamPipeline(
-            configuration: stream, group: group, logger: logger, inheritedDescriptor: descriptor, metrics: metrics)
+            configuration: stream, group: group, logger: logger, inheritedDescriptor: descriptor, metrics: metrics, webrtc: webrtc)
         let finished = OneShotSignal()
         state.withLockedValue { $0.running.append(Running(pipeline: pipeline, metrics: metrics, finished: finished)) }
         let logger = self.logger
@@ -154,6 +157,9 @@ final class StreamSupervisor: Service {
         let plan = ReloadPlan(from: previous.streams, to: next.streams, failed: failed)
         if next.metrics != previous.metrics {
             logger.warning("reload: a changed [daemon] metrics address takes effect at the next restart")
+        }
+        if next.webrtc != previous.webrtc {
+            logger.warning("reload: a changed [webrtc] table takes effect at the next restart")
         }
         if next.logLevel != previous.logLevel {
             JournalLogHandler.setDaemonLevel(Logger.Level(rawValue: next.logLevel.rawValue) ?? .info)

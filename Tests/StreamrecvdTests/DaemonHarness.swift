@@ -43,8 +43,9 @@ final class DaemonProcess {
     ///   - settings: extra `key = value` lines for the `[[stream]]` table.
     ///   - daemonSettings: extra `key = value` lines for the `[daemon]` table.
     ///   - source: an rtsp:// URL the stream pulls from, instead of listening.
+    ///   - tables: more tables (e.g. `[webrtc]`), written between `[daemon]` and the stream.
     init(label: String, settings: [String: String] = [:], daemonSettings: [String: String] = [:], transport: String = "tcp",
-         source: String? = nil, start: Bool = true) throws {
+         source: String? = nil, tables: String = "", start: Bool = true) throws {
         let tag = String(label.unicodeScalars.filter { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }.prefix(10))
         name = "t\(getpid() % 100_000)-\(tag)-\(UInt16.random(in: 0...UInt16.max))"
         port = freePort()
@@ -53,8 +54,9 @@ final class DaemonProcess {
         logPath = directory.appendingPathComponent("streamrecvd.log").path
         var lines = ["[daemon]", "log_level = \"debug\""]
         for (key, value) in daemonSettings.sorted(by: { $0.key < $1.key }) { lines.append("\(key) = \(value)") }
-        lines += ["", "[[stream]]", "name = \"\(name)\"",
-                  source.map { "source = \"\($0)\"" } ?? "listen = \"\(transport)://127.0.0.1:\(port)\"",
+        if !tables.isEmpty { lines += ["", tables] }
+        let listen = transport == "whip" ? "listen = \"whip\"" : "listen = \"\(transport)://127.0.0.1:\(port)\""
+        lines += ["", "[[stream]]", "name = \"\(name)\"", source.map { "source = \"\($0)\"" } ?? listen,
                   "hwaccel = \(settings["hwaccel"] ?? "\"none\"")"]
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) where key != "hwaccel" { lines.append("\(key) = \(value)") }
         try lines.joined(separator: "\n").write(toFile: configPath, atomically: true, encoding: .utf8)

@@ -24,7 +24,8 @@ extension DecodeSession {
                 guard let codec = configuration.codec else { return .awaitingSessionDescription }
                 return .rtp(RTPIngest(codec: codec, payloadType: settings.payloadType,
                                       maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: settings.reorderWindow))
-            case .rtsp:
+            case .rtsp, .webrtc:
+                // The session description (RTSP's DESCRIBE, WebRTC's negotiated offer) names payload type and codec.
                 return .awaitingSessionDescription
             case .srt:
                 // A fresh demuxer per caller: it learns the program anew from the PAT and PMT.

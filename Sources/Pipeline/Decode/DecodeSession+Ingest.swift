@@ -76,6 +76,13 @@ extension DecodeSession {
                 // Recorded in sequence order, at the depacketizer's offset: an access unit's first byte names its packet.
                 arrivals.record(offset: offset, time: time, mediaTimestamp: mediaTimestamp)
             case .nalUnit(let unit):
+                // Within one RTP timestamp the marker ends the access unit: a repeated parameter set between its
+                // slices must not cut the picture in two (each half would be published as a damaged frame).
+                if assembler.repeatsParameterSetWithinPicture(unit) {
+                    telemetry.log(.debug, key: "rtp-repeated-parameter-set", now: time,
+                                  "a parameter set repeated between the slices of a picture skipped (the sender's payloader puts them there)")
+                    continue
+                }
                 push(unit)
             case .endOfAccessUnit:
                 endAccessUnit()

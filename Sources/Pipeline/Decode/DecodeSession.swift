@@ -134,7 +134,7 @@ final class DecodeSession {
         framing = Framing.initial(for: configuration)
         let clockRate: UInt32 = switch configuration.source {
         case .rtp(_, let settings): settings.clockRate
-        case .srt, .rtsp: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
+        case .srt, .rtsp, .webrtc: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
         case .tcp, .udp: 0
         }
         publisher.writer.setPTSClockRate(clockRate)

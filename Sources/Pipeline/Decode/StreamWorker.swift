@@ -91,7 +91,7 @@ final class StreamWorker: Sendable {
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
         let work: Work = switch configuration.source.transport {
-        case .rtp, .rtsp: .rtp(bytes, receivedAt: time, connection: connection)
+        case .rtp, .rtsp, .whip: .rtp(bytes, receivedAt: time, connection: connection)
         case .srt: .transportStream(bytes, receivedAt: time, connection: connection)
         case .tcp, .udp: .bytes(bytes, receivedAt: time, connection: connection)
         }

@@ -1,0 +1,38 @@
+import Bitstream
+import FuzzSupport
+
+/// This server's side of every answer: two host candidates (IPv4 and IPv6), credentials at their shortest.
+private let local = WebRTCAnswer.LocalParameters(
+    iceUsernameFragment: "fuzz", icePassword: "0123456789abcdefABCD+/",
+    fingerprintSHA256: [UInt8](repeating: 0xab, count: 32), candidates: [("192.0.2.1", 5000), ("2001:db8::1", 5002)],
+    sessionID: 1)
+
+/// A WHIP offer as anyone who can POST to the endpoint may write it: read and, when it reads, answered. The answer
+/// must be CRLF lines of `<letter>=` printable text that read back as SDP with the offer's m-sections (same mids,
+/// same kinds), exactly one of them accepted (recvonly, the negotiated payload type alone) and a BUNDLE group of
+/// that one mid. Nothing may trap.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzWebRTCOffer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let text = String(decoding: bytes(data, size), as: UTF8.self)
+    guard let offer = try? WebRTCOffer.parse(text),
+          let (sdp, video) = try? WebRTCAnswer.make(for: offer, local: local, codecs: [.h264, .h265]) else { return 0 }
+    precondition(sdp.hasPrefix("v=0\r\n") && sdp.hasSuffix("\r\n"), "the answer is not CRLF-terminated SDP")
+    for line in sdp.utf8.split(separator: 0x0a) {
+        precondition(line.count >= 3 && line.last == 0x0d && line.dropFirst().first == UInt8(ascii: "="), "a line is not <type>=<value>")
+        precondition(line.dropLast().allSatisfy { $0 >= 0x20 && $0 != 0x7f }, "a control byte in the answer")
+    }
+    let answer: WebRTCOffer
+    do { answer = try WebRTCOffer.parse(sdp) } catch { preconditionFailure("the answer does not read back: \(error)") }
+    precondition(answer.media.map(\.mid) == offer.media.map(\.mid) && answer.media.map(\.kind) == offer.media.map(\.kind))
+    precondition(answer.bundleGroups == [[video.mid]] && answer.iceLite, "the BUNDLE group is not the accepted mid alone")
+    let accepted = answer.media.filter { !$0.isRejected }
+    precondition(accepted.count == 1 && accepted[0].mid == video.mid && accepted[0].direction == .recvonly)
+    precondition(accepted[0].payloads.map(\.payloadType) == [video.payloadType] && video.clockRate == 90000)
+    precondition(video.packetizationMode == 0 || video.packetizationMode == 1)
+    return 0
+}
+
+@_cdecl("FuzzWebRTCOffer_main")
+public func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    runFuzzer(argc, argv, fuzzWebRTCOffer)
+}

@@ -1,0 +1,94 @@
+/// Which video m-section and payload type an answer accepts, and what comes with it.
+enum VideoChoice {
+    /// Encodings that only repair another stream (RFC 4588 rtx, RFC 2198 red, RFC 5109 ulpfec, RFC 8627 flexfec):
+    /// never answered, so that retransmissions arrive as the original packets on the original SSRC (NACK still works:
+    /// a sender without RTX resends the packet itself, RFC 4585 §6.2.1).
+    private static let repairEncodings: Set<String> = ["RTX", "RED", "ULPFEC", "FLEXFEC", "FLEXFEC-03"]
+
+    /// The first video m-section that sends, is not rejected and has a payload type we take; its index and what was
+    /// agreed. The m-line order is the offerer's preference (RFC 3264 §5.1), so the first fitting one is taken.
+    static func choose(
+        in offer: WebRTCOffer, codecs: Set<VideoCodec>
+    ) throws(WebRTCAnswerError) -> (index: Int, video: WebRTCAnswer.NegotiatedVideo) {
+        let sending = offer.media.indices.filter {
+            offer.media[$0].kind == .video && offer.media[$0].direction.sends && !offer.media[$0].isRejected
+        }
+        guard !sending.isEmpty else { throw .noSendingVideo }
+        var offered: [String] = []
+        for index in sending {
+            let media = offer.media[index]
+            guard let (payload, codec, mode) = bestPayload(in: media, codecs: codecs, offered: &offered) else { continue }
+            let mid = try check(media, in: offer)
+            return (index, negotiated(media, mid: mid, payload: payload, codec: codec, packetizationMode: mode))
+        }
+        throw .noUsableCodec(accepted: VideoCodec.allCases.filter(codecs.contains), offered: offered)
+    }
+
+    /// The preferred payload type of one section: H.264 packetization-mode 1 (RFC 6184 §6.3: fragments, so no
+    /// limit on NAL unit size), then H.264 mode 0 (§6.2: one NAL unit per packet), then H.265 (RFC 7798); the
+    /// offerer's order among equals. Mode 2 (interleaved, §6.4) needs a de-interleaver and is skipped.
+    private static func bestPayload(
+        in media: WebRTCOffer.Media, codecs: Set<VideoCodec>, offered: inout [String]
+    ) -> (WebRTCOffer.PayloadFormat, VideoCodec, Int)? {
+        var best: (rank: Int, payload: WebRTCOffer.PayloadFormat, codec: VideoCodec, mode: Int)?
+        for payload in media.payloads {
+            let name = payload.encodingName?.uppercased() ?? "payload type \(payload.payloadType)"
+            guard !repairEncodings.contains(name) else { continue }
+            note(name, in: &offered)
+            guard payload.clockRate == 90000 else { continue }  // RFC 6184 §8.1, RFC 7798 §7.1
+            let candidate: (rank: Int, codec: VideoCodec, mode: Int)
+            switch name {
+            case "H264" where codecs.contains(.h264):
+                var mode: UInt64 = 0
+                if let written = payload.parameters["packetization-mode"] {
+                    guard let value = SDPText.decimal(Substring(written), max: 1) else { continue }
+                    mode = value
+                }
+                candidate = (mode == 1 ? 0 : 1, .h264, Int(mode))
+            case "H265" where codecs.contains(.h265):
+                candidate = (2, .h265, 0)
+            default:
+                continue
+            }
+            if candidate.rank < best?.rank ?? .max { best = (candidate.rank, payload, candidate.codec, candidate.mode) }
+        }
+        return best.map { ($0.payload, $0.codec, $0.mode) }
+    }
+
+    /// The transport conditions on the chosen section; its mid.
+    private static func check(_ media: WebRTCOffer.Media, in offer: WebRTCOffer) throws(WebRTCAnswerError) -> String {
+        guard media.proto.uppercased() == "UDP/TLS/RTP/SAVPF" else { throw .notDTLSSRTP(line: media.line) }
+        guard let mid = media.mid, offer.bundleGroup(containing: mid) != nil else { throw .videoNotBundled(line: media.line) }
+        guard media.rtcpMux else { throw .noRTCPMux(line: media.line) }
+        guard media.transport.setup != .passive else { throw .passiveSetup(line: media.line) }
+        guard media.transport.sha256Fingerprint != nil else { throw .noSHA256Fingerprint(line: media.line) }
+        return mid
+    }
+
+    private static func negotiated(
+        _ media: WebRTCOffer.Media, mid: String, payload: WebRTCOffer.PayloadFormat, codec: VideoCodec, packetizationMode: Int
+    ) -> WebRTCAnswer.NegotiatedVideo {
+        // The second and later members of FID (RFC 4588 §8.2) and FEC-FR (RFC 5956 §4.1) groups are repair streams.
+        let repairSources = Set(media.sourceGroups.filter { ["FID", "FEC-FR"].contains($0.semantics.uppercased()) }
+            .flatMap { $0.ssrcs.dropFirst() })
+        let offeredFeedback = Set(media.feedback(for: payload.payloadType))
+        // An extension the offerer marks recvonly or inactive is one it will not send (RFC 8285 §8).
+        func extensionID(_ uri: String) -> UInt8? {
+            media.extensions.first { $0.uri == uri && ($0.direction ?? .sendrecv).sends }?.id
+        }
+        return .init(
+            mid: mid, payloadType: payload.payloadType, codec: codec, packetizationMode: packetizationMode,
+            clockRate: payload.clockRate ?? 90000, formatParameters: payload.formatParameters,
+            remoteSSRC: media.sources.first { !repairSources.contains($0.ssrc) }?.ssrc,
+            feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { offeredFeedback.contains($0.rawValue) }),
+            absSendTimeID: extensionID(WebRTCAnswer.absSendTimeURI),
+            transportWideCCID: extensionID(WebRTCAnswer.transportWideCCURI))
+    }
+
+    /// An encoding name for the error message: each once, at most 8 (tokens already, so printable ASCII).
+    private static func note(_ name: String, in offered: inout [String]) {
+        let name = String(name.prefix(32))
+        guard offered.count < 8, !offered.contains(name) else { return }
+        offered.append(name)
+    }
+}

@@ -1,0 +1,79 @@
+import TOMLKit
+
+/// `[webrtc]` and `listen = "whip"` streams.
+extension ConfigurationLoader {
+    static let webrtcKeys: Set<String> = ["listen", "media", "announce", "max_sessions"]
+
+    /// The `[webrtc]` table. Plain HTTP only on loopback: the bearer token would cross the network in clear (HTTPS
+    /// with an operator's certificate is not there yet).
+    static func parseWebRTC(
+        _ value: TOMLValueConvertible, fail: (String, String?, Int?, String?) -> ConfigurationError
+    ) throws(ConfigurationError) -> WebRTCServerConfiguration {
+        guard let table = value.table else { throw fail("'webrtc' must be a table: [webrtc]", nil, nil, "webrtc") }
+        for key in table.keys where !webrtcKeys.contains(key) {
+            throw fail("unknown key '\(key)' in [webrtc] (known: \(webrtcKeys.sorted().joined(separator: ", ")))", "webrtc", nil, key)
+        }
+        func address(_ key: String, _ transport: String, example: String) throws(ConfigurationError) -> ListenAddress {
+            guard let text = table[key]?.string, !text.containsControlCharacters, text.utf8.count <= maximumStringBytes else {
+                throw fail("[webrtc] needs \(key) = \"HOST:PORT\" (e.g. \"\(example)\")", "webrtc", nil, table[key] == nil ? nil : key)
+            }
+            let parsed = try parseListen(transport + "://" + text) { _ in fail("\(key) must look like \"\(example)\" (HOST:PORT)", "webrtc", nil, key) }
+            guard BindAddress.resolve(parsed.host) != nil else {
+                throw fail("\(key) host '\(parsed.host)' does not resolve to an address", "webrtc", nil, key)
+            }
+            return parsed
+        }
+        var server = WebRTCServerConfiguration(http: try address("listen", "tcp", example: "127.0.0.1:8889"),
+                                               media: try address("media", "udp", example: "127.0.0.1:8189"))
+        guard BindAddress.resolve(server.http.host)?.allSatisfy(\.isLoopback) == true else {
+            throw fail("[webrtc] listen must be a loopback address for now: WHIP over plain HTTP would send the bearer token in clear (HTTPS is not implemented yet; put a TLS proxy in front)", "webrtc", nil, "listen")
+        }
+        if let value = table["announce"] {
+            guard let array = value.array, array.count <= 8 else { throw fail("announce must be a list of up to 8 IP addresses", "webrtc", nil, "announce") }
+            for element in array {
+                guard let text = element.string, let addresses = BindAddress.resolveNumeric(text), !addresses.isWildcard else {
+                    throw fail("announce must list IP addresses (numeric, not wildcards): \(element.string ?? "not a string")", "webrtc", nil, "announce")
+                }
+                server.announce.append(text)
+            }
+        }
+        if server.announce.isEmpty, BindAddress.resolveNumeric(server.media.host) == nil || BindAddress.resolveNumeric(server.media.host)!.isWildcard {
+            throw fail("media = \"\(server.media.host):\(server.media.port)\" is not one numeric address: clients must be told where to send; set announce = [\"ADDRESS\", …]", "webrtc", nil, "media")
+        }
+        if let value = table["max_sessions"] {
+            guard let count = value.int, (1...1024).contains(count) else { throw fail("max_sessions must be an integer in 1...1024", "webrtc", nil, "max_sessions") }
+            server.maximumSessions = count
+        }
+        return server
+    }
+
+    /// `listen = "whip"`: the token file (a relative path is read from the configuration file's folder), and the
+    /// RTP keys that still apply.
+    static func parseWHIPStream(_ entry: StreamEntry, warnings: inout [String], directory: String) throws(ConfigurationError) -> WebRTCSettings {
+        guard let written = try entry.string("token_file") else {
+            throw entry.error("listen", "a listen = \"whip\" stream needs token_file: the file holding the bearer token WHIP clients present")
+        }
+        let path = written.hasPrefix("/") ? written : directory + "/" + written
+        let token: BearerToken
+        switch SecretFile.read(path) {
+        case .success(let read):
+            guard let parsed = BearerToken(read.text) else {
+                throw entry.error("token_file", "token_file \(path): the token must be 16 to 512 characters of A-Z a-z 0-9 - . _ ~ + / = (RFC 6750)")
+            }
+            token = parsed
+            if let warning = SecretFile.exposure(path: path, mode: read.mode, what: "holds a WHIP bearer token") { warnings.append(warning) }
+        case .failure(let problem):
+            throw entry.error("token_file", "token_file \(path): \(problem.message)")
+        }
+        var settings = WebRTCSettings(token: token, tokenFile: path)
+        if let window = try entry.integer("rtp_reorder_window", 1...1024) { settings.rtp.reorderWindow = window }
+        if let request: KeyframeRequest = try entry.choice("keyframe_request", "keyframe_request must be none, pli or fir") {
+            settings.rtp.keyframeRequest = request
+        }
+        if let seconds = try entry.seconds("keyframe_request_interval", "keyframe_request_interval must be a number of seconds in 0.05...3600",
+                                           valid: { $0 >= 0.05 && $0 <= 3600 }) {
+            settings.rtp.keyframeRequestInterval = seconds
+        }
+        return settings
+    }
+}

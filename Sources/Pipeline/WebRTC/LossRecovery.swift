@@ -1,0 +1,63 @@
+/// Which RTP sequence numbers are missing and when to ask for them again (generic NACK, RFC 4585 §6.2.1): at
+/// once, then every `retryInterval`, at most `maximumRequests` times, and never for longer than `giveUpAfter`
+/// (by then the reorder window has moved on and the decode thread has flagged the loss).
+struct LossRecovery {
+    static let retryInterval: UInt64 = 40_000_000
+    static let maximumRequests = 4
+    static let giveUpAfter: UInt64 = 400_000_000
+    /// A jump larger than this is a restart or a forged packet, not loss worth asking for.
+    static let largestGap = 512
+    /// Missing packets tracked at most (a burst beyond it is past repair).
+    static let maximumTracked = 1024
+
+    private var highest: UInt16?
+    private var missing: [UInt16: (since: UInt64, lastAsked: UInt64?, requests: Int)] = [:]
+    private(set) var recovered = 0
+    private var unrecovered = 0
+
+    mutating func received(_ sequenceNumber: UInt16, now: UInt64) {
+        guard let last = highest else {
+            highest = sequenceNumber
+            return
+        }
+        let ahead = Int(Int16(bitPattern: sequenceNumber &- last))
+        if ahead > 0 {
+            if ahead <= Self.largestGap {
+                for step in 1..<ahead where missing.count < Self.maximumTracked {
+                    missing[last &+ UInt16(step)] = (now, nil, 0)
+                }
+            }
+            highest = sequenceNumber
+        } else if missing.removeValue(forKey: sequenceNumber) != nil {
+            recovered += 1
+        }
+    }
+
+    /// The sequence numbers to ask for now; those past hope are dropped and counted.
+    mutating func due(now: UInt64) -> [UInt16] {
+        var ask: [UInt16] = []
+        for (sequenceNumber, entry) in missing {
+            if now &- entry.since > Self.giveUpAfter || entry.requests >= Self.maximumRequests {
+                missing.removeValue(forKey: sequenceNumber)
+                unrecovered += 1
+                continue
+            }
+            if let asked = entry.lastAsked, now &- asked < Self.retryInterval { continue }
+            missing[sequenceNumber] = (entry.since, now, entry.requests + 1)
+            ask.append(sequenceNumber)
+        }
+        return ask.sorted { Int16(bitPattern: $0 &- $1) < 0 }
+    }
+
+    /// Losses given up on since the last call.
+    mutating func takeUnrecoveredCount() -> Int {
+        defer { unrecovered = 0 }
+        return unrecovered
+    }
+
+    /// Recoveries since the last call.
+    mutating func takeRecoveredCount() -> Int {
+        defer { recovered = 0 }
+        return recovered
+    }
+}

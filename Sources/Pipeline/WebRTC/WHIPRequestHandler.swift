@@ -1,0 +1,150 @@
+import Decoding
+import SharedFrames
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// WHIP (RFC 9725) over HTTP/1.1: `POST /whip/STREAM` with an SDP offer answers 201 with the SDP answer and the
+/// session's `Location`; `DELETE` of that location ends the session; `OPTIONS` answers CORS preflights so that a
+/// page of another origin may post; `PATCH` (trickle ICE) is 405: our candidates are all in the answer and the
+/// client's are learnt from its checks. Every request but OPTIONS carries the stream's bearer token (RFC 6750).
+final class WHIPRequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// An SDP offer is a few kilobytes; Chromium's with every codec about 10.
+    static let maximumBodyBytes = 64 << 10
+
+    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var oversized = false
+
+    init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent { return context.close(promise: nil) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let request):
+            head = request
+            body = []
+            oversized = false
+        case .body(let chunk):
+            guard !oversized else { return }
+            if body.count + chunk.readableBytes > Self.maximumBodyBytes {
+                oversized = true
+                body = []
+            } else {
+                body += chunk.readableBytesView
+            }
+        case .end:
+            guard let request = head else { return }
+            head = nil
+            let reply = oversized
+                ? Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n")
+                : respond(to: request, remote: context.remoteAddress)
+            write(reply, for: request, context: context)
+        }
+    }
+
+    struct Reply {
+        var status: HTTPResponseStatus
+        var headers: [(String, String)] = []
+        var body: String
+
+        init(_ status: HTTPResponseStatus, _ body: String, headers: [(String, String)] = []) {
+            self.status = status
+            self.body = body
+            self.headers = headers
+        }
+    }
+
+    private func respond(to request: HTTPRequestHead, remote: SocketAddress?) -> Reply {
+        let path = request.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.uri
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // "", "whip", STREAM[, SESSION]
+        guard parts.count >= 3, parts.count <= 4, parts[0].isEmpty, parts[1] == "whip", !parts[2].isEmpty else {
+            return Reply(.notFound, "WHIP endpoints are /whip/STREAM\n")
+        }
+        let tables = table.value
+        let now = MonotonicClock.nanoseconds()
+        if request.method == .OPTIONS { return Reply(.noContent, "", headers: [("Accept-Post", "application/sdp")]) }
+        guard let route = tables.routes[parts[2]] else {
+            tables.metrics.refused(.unknownStream)
+            return Reply(.notFound, "no WebRTC stream named '\(printable(parts[2]))'\n")
+        }
+        guard authorized(request.headers, route: route) else {
+            tables.metrics.refused(.token)
+            route.metrics.refused(.token)
+            tables.logRefusal(key: "token", now: now, "WHIP request for stream \(route.configuration.name) refused: missing or wrong bearer token (remote \(remote?.description ?? "unknown"))")
+            return Reply(.unauthorized, "a valid bearer token is needed (Authorization: Bearer …)\n", headers: [("WWW-Authenticate", "Bearer realm=\"streamrecvd\"")])
+        }
+        switch (request.method, parts.count) {
+        case (.POST, 3):
+            return offer(request, stream: parts[2], remote: remote, now: now)
+        case (.DELETE, 4):
+            return tables.delete(stream: parts[2], session: parts[3], now: now)
+                ? Reply(.ok, "") : Reply(.notFound, "no such session\n")
+        case (.PATCH, 4):
+            return Reply(.methodNotAllowed, "trickle ICE is not supported: every candidate is in the answer\n", headers: [("Allow", "DELETE, OPTIONS")])
+        default:
+            return Reply(.methodNotAllowed, "POST /whip/STREAM, DELETE /whip/STREAM/SESSION\n",
+                         headers: [("Allow", parts.count == 3 ? "POST, OPTIONS" : "DELETE, OPTIONS")])
+        }
+    }
+
+    private func offer(_ request: HTTPRequestHead, stream: String, remote: SocketAddress?, now: UInt64) -> Reply {
+        let type = request.headers.first(name: "Content-Type")?.split(separator: ";").first?.trimmingCharacters(in: " ").lowercased()
+        guard type == "application/sdp" else {
+            return Reply(.unsupportedMediaType, "the offer must be sent as Content-Type: application/sdp\n")
+        }
+        guard let text = String(validating: body, as: UTF8.self) else {
+            table.value.metrics.refused(.badOffer)
+            return Reply(.badRequest, "the offer is not UTF-8 text\n")
+        }
+        switch table.value.offer(stream: stream, sdp: text, from: remote, now: now) {
+        case .created(let id, let answer):
+            return Reply(.created, answer, headers: [("Content-Type", "application/sdp"), ("Location", "/whip/\(stream)/\(id)")])
+        case .refused(let reason, let status, let message):
+            table.value.metrics.refused(reason)
+            table.value.logRefusal(key: "offer-\(reason.rawValue)", now: now,
+                                   "WHIP offer for stream \(stream) refused (\(status.code)): \(message) (remote \(remote?.description ?? "unknown"))")
+            return Reply(status, message + "\n")
+        }
+    }
+
+    private func authorized(_ headers: HTTPHeaders, route: WebRTCRoute) -> Bool {
+        let values = headers["Authorization"]
+        guard values.count == 1, let value = values.first, value.utf8.count > 7,
+              value.prefix(7).lowercased() == "bearer " else { return false }
+        return route.settings.token.matches(value.utf8.dropFirst(7))
+    }
+
+    private func write(_ reply: Reply, for request: HTTPRequestHead, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        for (name, value) in reply.headers { headers.add(name: name, value: value) }
+        if !headers.contains(name: "Content-Type") { headers.add(name: "Content-Type", value: "text/plain; charset=utf-8") }
+        let bytes = Array(reply.body.utf8)
+        headers.add(name: "Content-Length", value: String(bytes.count))
+        // CORS: a page of another origin may post (the token, not the origin, is what authorizes).
+        headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        headers.add(name: "Access-Control-Allow-Methods", value: "POST, DELETE, OPTIONS, PATCH")
+        headers.add(name: "Access-Control-Allow-Headers", value: "Authorization, Content-Type")
+        headers.add(name: "Access-Control-Expose-Headers", value: "Location")
+        let keepAlive = request.isKeepAlive
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: reply.status, headers: headers))), promise: nil)
+        if !bytes.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil) }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive { done.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) } }
+    }
+
+    /// A stream name from a URL, safe in a reply or a log line.
+    private func printable(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(64).map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7f ? Character($0) : "?" })
+    }
+}

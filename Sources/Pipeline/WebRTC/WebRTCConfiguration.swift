@@ -1,0 +1,72 @@
+/// `[webrtc]`: the daemon's one WHIP endpoint (HTTP) and its one ICE port (UDP), shared by every stream with
+/// `listen = "whip"`. Sessions are told apart by their ICE username, then by their address (RFC 8445 §2.5).
+public struct WebRTCServerConfiguration: Sendable, Equatable {
+    /// Where WHIP clients `POST` their offers: `http://HOST:PORT/whip/STREAM`.
+    public var http: ListenAddress
+    /// The UDP socket every session's media arrives on (the host candidate of every answer).
+    public var media: ListenAddress
+    /// Addresses put in answers as host candidates instead of `media`'s (NAT, or a wildcard `media` host).
+    public var announce: [String] = []
+    /// WebRTC sessions open at once, all streams together (each holds a DTLS association and SRTP contexts).
+    public var maximumSessions = 64
+
+    public init(http: ListenAddress, media: ListenAddress) {
+        self.http = http
+        self.media = media
+    }
+
+    /// The addresses answers name as candidates.
+    public var candidateAddresses: [String] { announce.isEmpty ? [media.host] : announce }
+
+    /// The WHIP URL of `stream`.
+    public func url(of stream: String) -> String {
+        "http://\(http.host.contains(":") ? "[\(http.host)]" : http.host):\(http.port)/whip/\(stream)"
+    }
+}
+
+/// A stream fed by WebRTC (`listen = "whip"`): who may post offers to it, and how its RTP is received.
+public struct WebRTCSettings: Sendable, Equatable {
+    /// The bearer token a WHIP client must present (RFC 6750), read from `token_file`.
+    public var token: BearerToken
+    public var tokenFile: String
+    /// Reorder window and keyframe requests; payload type and clock rate come from the negotiated session.
+    public var rtp: RTPSettings
+
+    public init(token: BearerToken, tokenFile: String) {
+        self.token = token
+        self.tokenFile = tokenFile
+        var rtp = RTPSettings()
+        // A browser answers a PLI within a frame; without one a session that starts mid-GOP waits for the
+        // encoder's next keyframe (seconds, for a screen).
+        rtp.keyframeRequest = .pli
+        rtp.rtcpMux = true
+        rtp.reorderWindow = 64
+        self.rtp = rtp
+    }
+}
+
+/// A secret presented as `Authorization: Bearer …`. Its description never shows it; it is compared in constant
+/// time (the number of matching bytes does not show in the time a refusal takes).
+public struct BearerToken: Sendable, Equatable, CustomStringConvertible {
+    private let bytes: [UInt8]
+
+    /// RFC 6750 §2.1's b64token characters only, 16 to 512 of them.
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        let allowed: (UInt8) -> Bool = {
+            (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || Array("-._~+/=".utf8).contains($0)
+        }
+        guard (16...512).contains(bytes.count), bytes.allSatisfy(allowed) else { return nil }
+        self.bytes = bytes
+    }
+
+    public func matches(_ presented: some Collection<UInt8>) -> Bool {
+        var difference = UInt8(presented.count == bytes.count ? 0 : 1)
+        // Always walks the whole expected token, whatever was presented.
+        var iterator = presented.makeIterator()
+        for byte in bytes { difference |= byte ^ (iterator.next() ?? 0) }
+        return difference == 0
+    }
+
+    public var description: String { "<token>" }
+}

@@ -1,0 +1,147 @@
+import CoreMetrics
+import Decoding
+import SharedFrames
+import Glibc
+import Logging
+import MediaSecurity
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ServiceLifecycle
+
+/// The `[webrtc]` server: the WHIP endpoint (HTTP) and the ICE port (UDP) of every `listen = "whip"` stream, both
+/// on one event loop, where the session table lives. Streams attach and detach as they start and stop (reloads
+/// included); the server outlives them and closes at shutdown.
+final class WebRTCServer: Service, Sendable {
+    /// HTTP connections at once: WHIP clients post once per session.
+    static let maximumConnections = 32
+    static let idleSeconds: Int64 = 10
+    let configuration: WebRTCServerConfiguration
+    private let loop: EventLoop
+    private let logger: Logger
+    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    let metrics: WebRTCMetrics
+    /// Set once both sockets are bound; streams attached before wait for nothing (the table exists from the start).
+    let ready = OneShotSignal()
+    private let openConnections = NIOLockedValueBox(0)
+
+    init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
+        self.configuration = configuration
+        loop = group.next()
+        self.logger = logger
+        metrics = WebRTCMetrics(factory: metricsFactory)
+        let identity = try DTLSIdentity.generate()
+        table = NIOLoopBoundBox.makeBoxSendingValue(
+            WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger), eventLoop: loop)
+        logger.info("WebRTC: DTLS certificate generated (sha-256 \(identity.fingerprintText))")
+    }
+
+    /// A stream with `listen = "whip"` starts taking offers.
+    func attach(_ route: WebRTCRoute) async {
+        let table = self.table
+        try? await loop.submit { table.value.attach(route) }.get()
+        let stream = route.configuration.name
+        route.worker.setFeedbackSender { [loop] bytes in loop.execute { table.value.sendFeedback(bytes, stream: stream) } }
+    }
+
+    /// The stream stops: its session ends, its offers are refused.
+    func detach(stream: String) async {
+        let table = self.table
+        try? await loop.submit { table.value.detach(stream: stream) }.get()
+    }
+
+    /// For STATUS lines.
+    func sessionDescription(stream: String) async -> String? {
+        let table = self.table
+        return try? await loop.submit { table.value.describe(stream: stream) }.get()
+    }
+
+    func run() async throws {
+        let media: Channel
+        let http: Channel
+        do {
+            media = try await bindMedia()
+            http = try await bindHTTP()
+        } catch {
+            logger.error("WebRTC: cannot listen (\(configuration.http) for WHIP, \(configuration.media) for media): \(error)")
+            throw error
+        }
+        let table = self.table
+        let ticks = loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
+            table.value.tick(now: MonotonicClock.nanoseconds())
+        }
+        logger.info("WebRTC: WHIP on http://\(configuration.http.host):\(configuration.http.port)/whip/STREAM, media on udp \(configuration.media.host):\(configuration.media.port)")
+        ready.fire()
+        try? await gracefulShutdown()
+        ticks.cancel()
+        try? await http.close()
+        try? await media.close()
+    }
+
+    private func bindMedia() async throws -> Channel {
+        let table = self.table
+        // No SO_REUSEADDR: another local user binding the same port would receive the media.
+        let channel = try await DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
+            .channelOption(.datagramVectorReadMessageCount, value: 16)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table))
+                }
+            }
+            .bind(host: configuration.media.host, port: configuration.media.port).get()
+        try await loop.submit {
+            table.value.send = { bytes, destination in
+                channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
+            }
+        }.get()
+        return channel
+    }
+
+    private func bindHTTP() async throws -> Channel {
+        let table = self.table
+        return try await ServerBootstrap(group: loop)
+            .serverChannelOption(.backlog, value: 16)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [self] channel in
+                guard admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table))
+                }
+            }
+            .bind(host: configuration.http.host, port: configuration.http.port).get()
+    }
+
+    /// At most `maximumConnections` HTTP connections: more are closed at once.
+    private func admit(_ channel: Channel) -> Bool {
+        let admitted = openConnections.withLockedValue { count -> Bool in
+            guard count < Self.maximumConnections else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            metrics.refused(.full)
+            return false
+        }
+        channel.closeFuture.whenComplete { [openConnections] _ in openConnections.withLockedValue { $0 -= 1 } }
+        return true
+    }
+}
+
+/// The ICE port: every datagram to the session table, which tells them apart (RFC 7983).
+final class WebRTCMediaHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+
+    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+
+    init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        table.value.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress, now: MonotonicClock.nanoseconds())
+    }
+}

@@ -1,0 +1,201 @@
+import Bitstream
+import Glibc
+import MediaSecurity
+import NIOCore
+
+/// One WHIP session, from its answer to its end: ICE-lite connectivity checks (RFC 8445 §2.5), then a DTLS
+/// handshake as server (RFC 5763/5764), then SRTP. Confined to the WebRTC server's event loop (not Sendable).
+final class WebRTCSession {
+    enum State {
+        /// The answer went out; the client has not yet nominated an address by a connectivity check.
+        case awaitingConnectivity
+        case handshaking(DTLSServerAssociation)
+        case connected(DTLSServerAssociation, receive: SRTPReceiveContext, send: SRTPSendContext)
+        case ended(WebRTCMetrics.SessionEnd)
+    }
+
+    /// What the media socket should do after a datagram of this session.
+    enum Outcome {
+        case none
+        /// The DTLS handshake just completed: the stream's decode thread is told of the new sender.
+        case connected
+        /// A decrypted RTP packet for the decode thread.
+        case rtp([UInt8])
+        case ended(WebRTCMetrics.SessionEnd, detail: String)
+    }
+
+    let id: String
+    let stream: String
+    let connection: ConnectionID
+    let localUsernameFragment: String
+    let localPassword: [UInt8]
+    let remoteUsernameFragment: String
+    let remoteFingerprint: [UInt8]
+    let media: WebRTCAnswer.NegotiatedVideo
+    let createdAt: UInt64
+    /// Where the client's checks came from and its media goes; fixed by the first authenticated check.
+    private(set) var remote: SocketAddress?
+    private(set) var lastConsent: UInt64
+    private(set) var state = State.awaitingConnectivity
+    private(set) var loss = LossRecovery()
+    private(set) var reception = RTPReceptionStatistics(clockRate: 90000)
+    /// The receiver's SSRC in our RTCP.
+    let localSSRC = UInt32.random(in: 1...UInt32.max)
+    private let identity: DTLSIdentity
+    /// Bytes received since the last bandwidth estimate, for REMB.
+    private(set) var bytesSinceEstimate = 0
+
+    init(id: String, stream: String, connection: ConnectionID, local: (ufrag: String, password: String), offer: WebRTCOffer,
+         media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, now: UInt64) {
+        self.id = id
+        self.stream = stream
+        self.connection = connection
+        localUsernameFragment = local.ufrag
+        localPassword = Array(local.password.utf8)
+        // Media-level ICE and DTLS attributes override the session's (RFC 8839 §5.4, RFC 8842 §5).
+        let section = offer.media.first { $0.mid == media.mid }?.transport
+        remoteUsernameFragment = section?.iceUsernameFragment ?? offer.session.iceUsernameFragment ?? ""
+        remoteFingerprint = section?.sha256Fingerprint ?? offer.session.sha256Fingerprint ?? []
+        self.media = media
+        self.identity = identity
+        createdAt = now
+        lastConsent = now
+    }
+
+    /// The STUN USERNAME a client's checks carry (RFC 8445 §7.2.2: "our fragment:theirs").
+    var expectedUsername: String { "\(localUsernameFragment):\(remoteUsernameFragment)" }
+
+    var isConnected: Bool { if case .connected = state { true } else { false } }
+
+    // MARK: - ICE
+
+    /// A binding request already known to carry this session's username: the response to send, or nil (drop it)
+    /// when it fails MESSAGE-INTEGRITY or FINGERPRINT or comes from another address than the first good check.
+    func answerConnectivityCheck(_ message: STUNMessage, bytes: [UInt8], from source: SocketAddress, now: UInt64) -> [UInt8]? {
+        guard STUNMessage.verifyMessageIntegrity(of: bytes, key: localPassword, hmacSHA1: HMACSHA1.authenticate(key:data:)),
+              !message.hasFingerprint || STUNMessage.hasValidFingerprint(bytes) else { return nil }
+        if remote == nil {
+            // The first authenticated check fixes the 5-tuple: ICE-lite has one host candidate, so any pair the
+            // client nominates ends here, and a later source is someone else (or a NAT rebinding, not followed).
+            remote = source
+        }
+        guard source == remote, let mapped = STUNAddress(source) else { return nil }
+        lastConsent = now
+        if case .awaitingConnectivity = state, let association = try? DTLSServerAssociation(identity: identity, expectedPeerFingerprint: remoteFingerprint) {
+            state = .handshaking(association)
+        }
+        return STUNMessage.bindingSuccessResponse(transactionID: message.transactionID, mappedAddress: mapped,
+                                                   integrityKey: localPassword, hmacSHA1: HMACSHA1.authenticate(key:data:))
+    }
+
+    // MARK: - DTLS and SRTP
+
+    /// A DTLS record from the session's address; `reply` takes what the association sends back.
+    func receiveDTLS(_ datagram: [UInt8], reply: ([UInt8]) -> Void) -> Outcome {
+        let association: DTLSServerAssociation
+        switch state {
+        case .handshaking(let current), .connected(let current, _, _): association = current
+        case .awaitingConnectivity, .ended: return .none
+        }
+        let event = association.receive(datagram)
+        for datagram in association.takeOutgoingDatagrams() { reply(datagram) }
+        switch event {
+        case .handshaking, .established:
+            return .none
+        case .connected(let keying):
+            guard case .handshaking = state else { return .none }
+            do {
+                state = .connected(association, receive: try SRTPReceiveContext(keying: keying), send: try SRTPSendContext(keying: keying))
+                return .connected
+            } catch {
+                return end(.dtlsFailed, "SRTP keys unusable: \(error)")
+            }
+        case .failed(let failure):
+            if case .fingerprintMismatch = failure { return end(.fingerprintMismatch, "the client's certificate does not match its offer's fingerprint") }
+            return end(.dtlsFailed, "DTLS handshake failed: \(failure)")
+        case .closed:
+            return end(.closedByClient, "the client closed the DTLS association")
+        }
+    }
+
+    /// An SRTP packet: the RTP in clear, or nil when it fails authentication or is replayed.
+    func receiveSRTP(_ datagram: [UInt8], now: UInt64) -> [UInt8]? {
+        guard case .connected(_, let receive, _) = state, case .success(let packet) = receive.unprotectRTP(datagram) else { return nil }
+        bytesSinceEstimate += datagram.count
+        if let header = try? RTPPacket(parsing: packet[...]), header.payloadType == media.payloadType {
+            reception.record(ssrc: header.ssrc, sequenceNumber: header.sequenceNumber, timestamp: header.timestamp, arrival: now)
+            loss.received(header.sequenceNumber, now: now)
+        }
+        return packet
+    }
+
+    /// An SRTCP packet from the client: its sender reports feed our receiver reports; a BYE is ignored (the
+    /// session ends by DELETE or consent expiry).
+    func receiveSRTCP(_ datagram: [UInt8], now: UInt64) -> Bool {
+        guard case .connected(_, let receive, _) = state, case .success(let packet) = receive.unprotectRTCP(datagram) else { return false }
+        let news = packet.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }
+        if let report = news.senderReport { reception.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now) }
+        return true
+    }
+
+    /// Our RTCP, protected for the client; nil before SRTP is up.
+    func protectRTCP(_ packet: [UInt8]) -> [UInt8]? {
+        guard case .connected(_, _, let send) = state, case .success(let protected) = send.protectRTCP(packet) else { return nil }
+        return protected
+    }
+
+    /// Packets to ask again for now (generic NACK, RFC 4585 §6.2.1), already protected, and how many were asked for.
+    func retransmissionRequests(now: UInt64) -> (packets: [[UInt8]], count: Int) {
+        guard media.feedback.contains(.nack), let ssrc = reception.ssrc else { return ([], 0) }
+        let missing = loss.due(now: now)
+        guard !missing.isEmpty else { return ([], 0) }
+        let packets = RTCPTransportFeedback.genericNACK(senderSSRC: localSSRC, mediaSSRC: ssrc, lost: missing)
+        return (packets.compactMap(protectRTCP), missing.count)
+    }
+
+    /// The periodic receiver report (RFC 3550 §6.4.2), and a REMB (the bandwidth the client may use) when
+    /// negotiated; each protected, each a compound packet of its own.
+    func periodicReports(now: UInt64, elapsedNanoseconds: UInt64) -> [[UInt8]] {
+        guard isConnected, let ssrc = reception.ssrc else { return [] }
+        var packets = [reception.report(senderSSRC: localSSRC, cname: "streamrecvd", now: now)]
+        if media.feedback.contains(.remb) {
+            packets.append(RTCPTransportFeedback.receiverEstimatedMaximumBitrate(
+                senderSSRC: localSSRC, bitrate: estimateBitrate(elapsedNanoseconds: elapsedNanoseconds), mediaSSRCs: [ssrc]))
+        }
+        return packets.compactMap(protectRTCP)
+    }
+
+    /// What the client may send: twice what arrived (so that an encoder starting low doubles each second up to
+    /// what a screen needs), at least 2 Mbit/s, at most 50; what arrived, less 15 %, after losses beyond repair.
+    private func estimateBitrate(elapsedNanoseconds: UInt64) -> UInt64 {
+        defer { bytesSinceEstimate = 0 }
+        let received = UInt64(bytesSinceEstimate) * 8 * 1_000_000_000 / max(elapsedNanoseconds, 1)
+        if loss.takeUnrecoveredCount() > 0 { return max(received * 85 / 100, 300_000) }
+        return min(max(received * 2, 2_000_000), 50_000_000)
+    }
+
+    /// Packets asked for that arrived since the last call.
+    func recoveredSinceLastReport() -> Int { loss.takeRecoveredCount() }
+
+    // MARK: - Lifecycle
+
+    /// DTLS retransmissions of our flight when its timer ran out.
+    func handleTimers(reply: ([UInt8]) -> Void) {
+        guard case .handshaking(let association) = state else { return }
+        _ = association.handleRetransmissionTimer()  // a handshake that gives up ends by the table's deadline
+        for datagram in association.takeOutgoingDatagrams() { reply(datagram) }
+    }
+
+    func end(_ reason: WebRTCMetrics.SessionEnd, _ detail: String) -> Outcome {
+        state = .ended(reason)
+        return .ended(reason, detail: detail)
+    }
+}
+
+extension STUNAddress {
+    /// Where a datagram came from, as XOR-MAPPED-ADDRESS tells it back; nil for a Unix socket address.
+    init?(_ address: SocketAddress) {
+        guard let port = address.port, let bytes = address.ipAddressBytes else { return nil }
+        self.init(bytes.count == 4 ? .ipv4(bytes) : .ipv6(bytes), port: UInt16(port))
+    }
+}

@@ -1,0 +1,300 @@
+import Bitstream
+import CoreMetrics
+import Decoding
+import SharedFrames
+import Logging
+import MediaSecurity
+import NIOCore
+import NIOHTTP1
+
+/// A stream that takes WebRTC, as the server sees it.
+struct WebRTCRoute: Sendable {
+    let configuration: StreamConfiguration
+    let settings: WebRTCSettings
+    let worker: StreamWorker
+    let activity: SenderActivity
+    let metrics: StreamMetrics
+}
+
+/// Every WHIP session of the daemon and the streams they feed; confined to the WebRTC server's event loop. Offers
+/// come from the HTTP side, datagrams from the media socket, ticks from a timer; all three end here.
+final class WebRTCSessionTable {
+    /// An answered session that has not been nominated by a check within this is dropped.
+    static let connectivityTimeout: UInt64 = 10_000_000_000
+    /// A nominated session whose DTLS handshake has not finished within this is dropped.
+    static let handshakeTimeout: UInt64 = 10_000_000_000
+    /// RFC 7675 §5.1: consent lapses 30 s after the last authenticated check.
+    static let consentLifetime: UInt64 = 30_000_000_000
+
+    let configuration: WebRTCServerConfiguration
+    let identity: DTLSIdentity
+    let metrics: WebRTCMetrics
+    private var log: RateLimitedLogger
+    private(set) var routes: [String: WebRTCRoute] = [:]
+    private var sessions: [String: WebRTCSession] = [:]
+    private var byUsername: [String: String] = [:]
+    private var byAddress: [SocketAddress: String] = [:]
+    /// The session each stream has (one at a time, by its `second_sender` policy).
+    private var current: [String: String] = [:]
+    private var nextConnection: ConnectionID = 1
+    /// Sends a datagram from the media socket; set once it is bound.
+    var send: (([UInt8], SocketAddress) -> Void)?
+    private var lastReport: UInt64 = 0
+
+    init(configuration: WebRTCServerConfiguration, identity: DTLSIdentity, metrics: WebRTCMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.identity = identity
+        self.metrics = metrics
+        log = RateLimitedLogger(logger: logger)
+    }
+
+    var sessionCount: Int { sessions.count }
+
+    /// Refusals of WHIP requests, at most one line per kind per 10 s.
+    func logRefusal(key: String, now: UInt64, _ message: String) { log.log(.warning, key: key, now: now, message) }
+
+    /// For STATUS lines: each stream's session, as "ID state remote".
+    func describe(stream: String) -> String? {
+        guard let id = current[stream], let session = sessions[id] else { return nil }
+        let state = switch session.state {
+        case .awaitingConnectivity: "awaiting ICE"
+        case .handshaking: "DTLS handshake"
+        case .connected: "connected"
+        case .ended(let reason): "ended (\(reason.rawValue))"
+        }
+        return "WebRTC session \(state)\(session.remote.map { " from \($0)" } ?? "")"
+    }
+
+    // MARK: - Streams
+
+    func attach(_ route: WebRTCRoute) { routes[route.configuration.name] = route }
+
+    /// The stream stops (reload, shutdown): its session ends.
+    func detach(stream: String) {
+        if let id = current[stream] { end(id, .streamStopped, "the stream stopped", now: MonotonicClock.nanoseconds()) }
+        routes[stream] = nil
+    }
+
+    // MARK: - Offers (WHIP POST) and DELETE
+
+    enum OfferOutcome {
+        case created(id: String, answer: String)
+        case refused(WebRTCMetrics.Refusal, status: HTTPResponseStatus, message: String)
+    }
+
+    func offer(stream name: String, sdp text: String, from remote: SocketAddress?, now: UInt64) -> OfferOutcome {
+        guard let route = routes[name] else { return .refused(.unknownStream, status: .notFound, message: "no WebRTC stream named '\(name)'") }
+        guard route.configuration.allow.allows(remote) else {
+            return .refused(.notAllowed, status: .forbidden, message: "this address is not in the stream's allow list")
+        }
+        guard sessions.count < configuration.maximumSessions else {
+            return .refused(.full, status: .serviceUnavailable, message: "\(configuration.maximumSessions) WebRTC sessions are open (max_sessions)")
+        }
+        let offer: WebRTCOffer
+        do {
+            offer = try WebRTCOffer.parse(text)
+        } catch {
+            return .refused(.badOffer, status: .badRequest, message: "the offer is not a usable SDP offer: \(error)")
+        }
+        let credentials = (ufrag: Self.randomText(8), password: Self.randomText(24))
+        let local = WebRTCAnswer.LocalParameters(
+            iceUsernameFragment: credentials.ufrag, icePassword: credentials.password,
+            fingerprintSHA256: identity.fingerprintSHA256,
+            candidates: configuration.candidateAddresses.map { ($0, UInt16(configuration.media.port)) },
+            sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+        let codecs: Set<VideoCodec> = route.configuration.codec.map { [$0] } ?? [.h264, .h265]
+        let answer: (sdp: String, media: WebRTCAnswer.NegotiatedVideo)
+        do {
+            answer = try WebRTCAnswer.make(for: offer, local: local, codecs: codecs)
+        } catch {
+            return .refused(.noCodec, status: .unsupportedMediaType, message: "\(error)")
+        }
+        if let refusal = admit(stream: route, now: now) { return refusal }
+        let id = Self.randomText(22)
+        let session = WebRTCSession(id: id, stream: name, connection: nextConnection, local: credentials, offer: offer,
+                                    media: answer.media, identity: identity, now: now)
+        nextConnection += 1
+        sessions[id] = session
+        byUsername[session.expectedUsername] = id
+        current[name] = id
+        metrics.sessionsStarted.increment()
+        metrics.sessionsOpen.record(sessions.count)
+        log.logger.info("WebRTC session \(id) offered for stream \(name) (\(answer.media.codec), payload type \(answer.media.payloadType)) from \(remote?.description ?? "unknown")")
+        return .created(id: id, answer: answer.sdp)
+    }
+
+    /// The stream's `second_sender` policy against its current session: a session that has delivered no video
+    /// for the hold time is taken over whatever the policy.
+    private func admit(stream route: WebRTCRoute, now: UInt64) -> OfferOutcome? {
+        let name = route.configuration.name
+        guard let id = current[name], let session = sessions[id] else { return nil }
+        let quiet = SenderDeadlines.quiet(admittedAt: session.createdAt, lastProgress: route.activity.lastProgress(of: session.connection), now: now)
+        switch route.configuration.admissionPolicy.decide(currentQuietFor: quiet) {
+        case .admit:
+            return nil
+        case .refuse:
+            route.metrics.refused(.secondSender)
+            return .refused(.secondSender, status: .conflict, message: "the stream's current WebRTC session is delivering video (second_sender = refuse)")
+        case .takeOver(let staleFor):
+            route.metrics.takeover(staleFor == nil ? .policy : .stale)
+            end(id, .takenOver, "a new session takes over", now: now)
+            return nil
+        }
+    }
+
+    /// DELETE of a session's URL: true when it existed for that stream.
+    func delete(stream: String, session id: String, now: UInt64) -> Bool {
+        guard let session = sessions[id], session.stream == stream else { return false }
+        end(id, .deleted, "the client ended the session (DELETE)", now: now)
+        return true
+    }
+
+    // MARK: - Datagrams
+
+    func receive(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
+        switch MultiplexedPacketKind.classify(datagram) {
+        case .stun:
+            receiveSTUN(datagram, from: source, now: now)
+        case .dtls:
+            guard let session = session(at: source) else { return reject(source, "DTLS from an address with no session", now: now) }
+            handle(session.receiveDTLS(datagram) { send?($0, source) }, of: session, now: now)
+        case .rtp:
+            guard let session = session(at: source), let packet = session.receiveSRTP(datagram, now: now) else {
+                metrics.srtpRejected.increment()
+                return log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
+            }
+            metrics.bytesReceived.increment(by: Int64(datagram.count))
+            deliver(packet, of: session, now: now)
+        case .rtcp:
+            guard let session = session(at: source), session.receiveSRTCP(datagram, now: now) else {
+                metrics.srtpRejected.increment()
+                return
+            }
+        case .unknown:
+            reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
+        }
+    }
+
+    private func session(at source: SocketAddress) -> WebRTCSession? { byAddress[source].flatMap { sessions[$0] } }
+
+    private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
+        // Binding indications are keepalives (RFC 8445 §11): nothing to answer.
+        if let message = try? STUNMessage.parse(datagram), message.messageClass == .indication, session(at: source) != nil { return }
+        guard let message = try? STUNMessage.parse(datagram), message.method == STUNMessage.binding, message.messageClass == .request,
+              let username = message.username, let id = byUsername[username], let session = sessions[id] else {
+            return reject(source, "STUN with no session's username", now: now)
+        }
+        guard let response = session.answerConnectivityCheck(message, bytes: datagram, from: source, now: now) else {
+            return reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
+        }
+        if byAddress[source] == nil, session.remote == source { byAddress[source] = id }
+        send?(response, source)
+    }
+
+    private func reject(_ source: SocketAddress, _ what: String, now: UInt64) {
+        metrics.stunRejected.increment()
+        log.log(.warning, key: "stray-\(what)", now: now, "WebRTC: \(what) dropped (latest from \(source))")
+    }
+
+    private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
+        guard current[session.stream] == session.id, let route = routes[session.stream] else { return }
+        let worker = route.worker
+        guard worker.acceptsMoreBytes else {
+            route.metrics.datagramsLost.increment()
+            worker.enqueue(.datagramsLost(session.connection))
+            return
+        }
+        _ = worker.enqueue(bytes: packet, receivedAt: now, connection: session.connection)
+    }
+
+    /// What a session's datagram led to.
+    private func handle(_ outcome: WebRTCSession.Outcome, of session: WebRTCSession, now: UInt64) {
+        switch outcome {
+        case .none, .rtp:
+            break
+        case .connected:
+            guard let route = routes[session.stream], current[session.stream] == session.id else { return }
+            let worker = route.worker
+            worker.enqueue(.connected(session.connection, remote: session.remote?.description ?? "unknown"))
+            worker.enqueue(.rtpSession(session.connection, RTPSessionMedia(
+                codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [])))
+            log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(session.remote?.description ?? "unknown")")
+            // A session may start mid-GOP: ask for a keyframe at once rather than wait for the encoder's next.
+            if let request = session.protectRTCP(RTCPFeedback.keyframeRequest(.pictureLossIndication, senderSSRC: session.localSSRC, mediaSSRC: session.media.remoteSSRC ?? 0)),
+               let remote = session.remote { send?(request, remote) }
+        case .ended(let reason, let detail):
+            end(session.id, reason, detail, now: now)
+        }
+    }
+
+    /// Ends a session: the decode thread hears its sender is gone, its address and username are forgotten.
+    func end(_ id: String, _ reason: WebRTCMetrics.SessionEnd, _ detail: String, now: UInt64) {
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        byUsername[session.expectedUsername] = nil
+        if let remote = session.remote, byAddress[remote] == id { byAddress[remote] = nil }
+        if current[session.stream] == id {
+            current[session.stream] = nil
+            if session.isConnected, let route = routes[session.stream] {
+                route.worker.enqueue(.disconnected(session.connection, reason: reason == .takenOver ? .takenOver : .closedBySender))
+            }
+        }
+        if case .ended = session.state {} else { _ = session.end(reason, detail) }
+        metrics.ended(reason)
+        metrics.sessionsOpen.record(sessions.count)
+        log.log(reason == .deleted ? .info : .warning, key: "end-\(reason.rawValue)", now: now,
+                "WebRTC session \(id) of stream \(session.stream) ended: \(detail)")
+    }
+
+    // MARK: - Feedback and timers
+
+    /// RTCP from the decode thread (a keyframe request) to the stream's connected session.
+    func sendFeedback(_ packet: [UInt8], stream: String) {
+        guard let id = current[stream], let session = sessions[id], let remote = session.remote,
+              let protected = session.protectRTCP(packet) else { return }
+        send?(protected, remote)
+    }
+
+    /// Every 20 ms: NACKs due, DTLS retransmissions; every second: reports and bandwidth, expiry.
+    func tick(now: UInt64) {
+        for session in sessions.values {
+            guard let remote = session.remote else { continue }
+            session.handleTimers { send?($0, remote) }
+            let requests = session.retransmissionRequests(now: now)
+            for packet in requests.packets { send?(packet, remote) }
+            if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
+        }
+        guard now &- lastReport >= 1_000_000_000 else { return }
+        let elapsed = lastReport == 0 ? 1_000_000_000 : now &- lastReport
+        lastReport = now
+        for session in Array(sessions.values) {
+            metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
+            if let reason = expiry(of: session, now: now) {
+                end(session.id, reason.0, reason.1, now: now)
+            } else if let remote = session.remote {
+                for report in session.periodicReports(now: now, elapsedNanoseconds: elapsed) { send?(report, remote) }
+            }
+        }
+    }
+
+    private func expiry(of session: WebRTCSession, now: UInt64) -> (WebRTCMetrics.SessionEnd, String)? {
+        switch session.state {
+        case .awaitingConnectivity where now &- session.createdAt > Self.connectivityTimeout:
+            return (.iceTimeout, "no ICE connectivity check within \(Self.connectivityTimeout / 1_000_000_000) s of the answer")
+        case .handshaking where now &- session.createdAt > Self.connectivityTimeout + Self.handshakeTimeout:
+            return (.dtlsFailed, "the DTLS handshake did not finish in time")
+        case .handshaking, .connected:
+            guard now &- session.lastConsent > Self.consentLifetime else { return nil }
+            return (.consentExpired, "no consent refresh for \(Self.consentLifetime / 1_000_000_000) s: the client is gone")
+        default:
+            return nil
+        }
+    }
+
+    /// Letters and digits from the system's secure generator (ICE credentials, session IDs: RFC 8445 §5.3 asks
+    /// for at least 24 bits of randomness in the fragment and 128 in the password).
+    static func randomText(_ count: Int) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
+    }
+}

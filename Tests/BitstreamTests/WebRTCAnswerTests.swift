@@ -1,0 +1,202 @@
+import Bitstream
+import Testing
+
+/// The answers a receive-only, ICE-lite WHIP endpoint gives the senders' offers.
+@Suite struct WebRTCAnswerTests {
+    typealias Fixtures = WebRTCOfferFixtures
+
+    static func answer(_ text: String, codecs: Set<VideoCodec> = Fixtures.bothCodecs,
+                       local: WebRTCAnswer.LocalParameters = Fixtures.local) throws -> (sdp: String, media: WebRTCAnswer.NegotiatedVideo) {
+        try WebRTCAnswer.make(for: WebRTCOffer.parse(text), local: local, codecs: codecs)
+    }
+
+    static func lines(_ sdp: String) -> [String] {
+        sdp.split(separator: "\r\n").map(String.init)
+    }
+
+    @Test func webrtcbinGetsThisExactAnswer() throws {
+        let (sdp, media) = try Self.answer(Fixtures.webrtcbin)
+        #expect(sdp == """
+            v=0\r
+            o=- 7301234567890 2 IN IP4 127.0.0.1\r
+            s=-\r
+            t=0 0\r
+            a=group:BUNDLE video0\r
+            a=ice-lite\r
+            a=ice-ufrag:srv1\r
+            a=ice-pwd:0123456789abcdefABCDEF+/\r
+            a=fingerprint:sha-256 00:07:0E:15:1C:23:2A:31:38:3F:46:4D:54:5B:62:69:70:77:7E:85:8C:93:9A:A1:A8:AF:B6:BD:C4:CB:D2:D9\r
+            m=video 8189 UDP/TLS/RTP/SAVPF 96\r
+            c=IN IP4 192.0.2.10\r
+            a=mid:video0\r
+            a=setup:passive\r
+            a=recvonly\r
+            a=rtcp-mux\r
+            a=rtpmap:96 H264/90000\r
+            a=fmtp:96 packetization-mode=1;profile-level-id=42c01f;level-asymmetry-allowed=1\r
+            a=rtcp-fb:96 nack\r
+            a=rtcp-fb:96 nack pli\r
+            a=rtcp-fb:96 ccm fir\r
+            a=rtcp-fb:96 goog-remb\r
+            a=candidate:1 1 udp 2130706431 192.0.2.10 8189 typ host\r
+            a=candidate:2 1 udp 2130706175 2001:db8::10 8189 typ host\r
+            a=end-of-candidates\r
+
+            """)
+        #expect(media == .init(mid: "video0", payloadType: 96, codec: .h264, packetizationMode: 1, clockRate: 90000,
+                               formatParameters: "packetization-mode=1;profile-level-id=42c01f;level-asymmetry-allowed=1",
+                               remoteSSRC: 3_484_078_950, feedback: [.nack, .pli, .fir, .remb],
+                               absSendTimeID: nil, transportWideCCID: nil))
+    }
+
+    @Test func chromiumGetsH264ModeOneWithoutRepairFormatsAndAudioIsRejected() throws {
+        let (sdp, media) = try Self.answer(Fixtures.chromium)
+        // 104 (mode 0) comes first in the m-line, but mode 1 is preferred: 102, the first mode 1.
+        #expect(media.payloadType == 102 && media.packetizationMode == 1 && media.mid == "0")
+        #expect(media.remoteSSRC == 2_231_627_014 && media.feedback == Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases))
+        #expect(media.absSendTimeID == 2 && media.transportWideCCID == 4)
+        let lines = Self.lines(sdp)
+        #expect(lines.contains("a=group:BUNDLE 0") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102"))
+        #expect(lines.contains("a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f"))
+        #expect(lines.filter { $0.hasPrefix("a=rtcp-fb:102 ") } == ["nack", "nack pli", "ccm fir", "goog-remb", "transport-cc"].map { "a=rtcp-fb:102 \($0)" })
+        #expect(lines.filter { $0.hasPrefix("a=extmap:") } == ["a=extmap:2 \(WebRTCAnswer.absSendTimeURI)", "a=extmap:4 \(WebRTCAnswer.transportWideCCURI)"])
+        #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000"])
+        #expect(!sdp.contains("rtx") && !sdp.contains("red/") && !sdp.contains("ulpfec") && !sdp.contains("rtcp-rsize"))
+        let audio = try #require(lines.firstIndex(of: "m=audio 0 UDP/TLS/RTP/SAVPF 111"))
+        #expect(Array(lines[audio...]) == ["m=audio 0 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:1", "a=setup:passive", "a=rtcp-mux"])
+    }
+
+    @Test func obsAndAiortcGetTheirVideoAccepted() throws {
+        let (obs, obsMedia) = try Self.answer(Fixtures.obs)
+        #expect(obsMedia.mid == "1" && obsMedia.payloadType == 96 && obsMedia.remoteSSRC == 3_339_016_935)
+        #expect(obsMedia.feedback == [.nack, .pli, .remb] && obsMedia.absSendTimeID == nil)
+        let lines = Self.lines(obs)
+        #expect(lines.contains("a=group:BUNDLE 1") && lines[9...13] == ["m=audio 0 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:0", "a=setup:passive", "a=rtcp-mux"])
+        #expect(lines[14] == "m=video 8189 UDP/TLS/RTP/SAVPF 96")
+        let (_, aiortc) = try Self.answer(Fixtures.aiortc)
+        // VP8 first, then H.264 99: the first H.264 mode 1; its RTX source (FID) is not the remote SSRC.
+        #expect(aiortc.payloadType == 99 && aiortc.remoteSSRC == 1_828_893_402 && aiortc.absSendTimeID == 2)
+        #expect(aiortc.feedback == [.nack, .pli, .remb] && aiortc.transportWideCCID == nil)
+    }
+
+    @Test func aBundleOnlyVideoBehindARejectedTagIsAccepted() throws {
+        // webrtcbin's audio is the offerer-tagged m-section; the answer rejects it and bundles the video alone
+        // (GStreamer 1.22 took this answer: set-remote-description reached the stable state).
+        let (sdp, media) = try Self.answer(Fixtures.webrtcbinAudioVideo)
+        #expect(media.mid == "video1" && media.payloadType == 96 && media.remoteSSRC == 1_807_518_368)
+        #expect(media.feedback == [.pli, .fir, .transportCC] && media.formatParameters?.contains("sprop-parameter-sets=Z0LA") == true)
+        let lines = Self.lines(sdp)
+        #expect(lines.contains("a=group:BUNDLE video1") && lines.contains("m=audio 0 UDP/TLS/RTP/SAVPF 111"))
+        #expect(lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 96") && !sdp.contains("bundle-only"))
+    }
+
+    @Test func everyAnswerReadsBackAsWellFormedSDP() throws {
+        for (name, text) in Fixtures.all {
+            let offer = try WebRTCOffer.parse(text)
+            let (sdp, media) = try WebRTCAnswer.make(for: offer, local: Fixtures.local, codecs: Fixtures.bothCodecs)
+            let answer = try WebRTCOffer.parse(sdp)
+            #expect(answer.iceLite && answer.bundleGroups == [[media.mid]] && answer.session.setup == nil, "\(name)")
+            #expect(answer.media.map(\.mid) == offer.media.map(\.mid) && answer.media.map(\.kind) == offer.media.map(\.kind))
+            for section in answer.media {
+                #expect(section.transport.iceUsernameFragment == "srv1" && section.transport.setup == .passive)
+                #expect(section.mid == media.mid ? section.direction == .recvonly && section.port == 8189 : section.isRejected)
+            }
+            #expect(sdp.hasSuffix("\r\n") && !sdp.contains("\n\n") && !sdp.contains("\r\r"))
+        }
+    }
+
+    @Test func codecPreferenceIsModeOneThenModeZeroThenH265() throws {
+        func offer(_ formats: [(UInt8, String, String?)]) -> String {
+            let attributes = formats.map { pt, map, fmtp in "a=rtpmap:\(pt) \(map)" + (fmtp.map { "\na=fmtp:\(pt) \($0)" } ?? "") }
+            let section = "m=video 9 UDP/TLS/RTP/SAVPF \(formats.map { String($0.0) }.joined(separator: " "))\na=mid:v\na=sendonly\na=rtcp-mux\n"
+            return WebRTCOfferTests.minimal(sections: [section + attributes.joined(separator: "\n")], bundle: "v")
+        }
+        let h265 = (UInt8(100), "H265/90000", String?.none)
+        let mode0 = (UInt8(101), "H264/90000", String?("profile-level-id=42e01f"))
+        let mode1 = (UInt8(102), "h264/90000", String?("packetization-mode=1"))
+        #expect(try Self.answer(offer([h265, mode0, mode1])).media.payloadType == 102)
+        #expect(try Self.answer(offer([h265, mode0])).media.payloadType == 101)
+        #expect(try Self.answer(offer([h265, mode0])).media.packetizationMode == 0)
+        #expect(try Self.answer(offer([h265, mode0, mode1]), codecs: [.h265]).media.codec == .h265)
+        #expect(try Self.answer(offer([(96, "H264/9000", nil), h265])).media.payloadType == 100)
+        #expect(throws: WebRTCAnswerError.noUsableCodec(accepted: [.h264], offered: ["H264"])) {
+            try Self.answer(offer([(96, "H264/90000", "packetization-mode=2"), (97, "rtx/90000", "apt=96")]), codecs: [.h264])
+        }
+        #expect(throws: WebRTCAnswerError.noUsableCodec(accepted: [], offered: ["H265", "H264"])) {
+            try Self.answer(offer([h265, mode0]), codecs: [])
+        }
+    }
+
+    @Test func aVP8OnlyOfferIsRefusedNamingWhatWasOffered() throws {
+        let vp8Only = Fixtures.chromium.replacingFirst(" 104 105 102 103 106 107 108 109 127 125 39 40", with: "")
+            .replacingFirst(" 112 113", with: "")
+        let error = #expect(throws: WebRTCAnswerError.self) { try Self.answer(vp8Only) }
+        #expect(error == .noUsableCodec(accepted: [.h264, .h265], offered: ["VP8", "AV1", "VP9"]))
+        #expect(error?.description == "no H.264 or H.265 video in the offer (offered: VP8, AV1, VP9)")
+        let h265Only = #expect(throws: WebRTCAnswerError.self) { try Self.answer(Fixtures.chromium, codecs: [.h265]) }
+        #expect(h265Only?.description == "no H.265 video in the offer (offered: VP8, H264, AV1, VP9)")
+    }
+
+    @Test(arguments: [
+        (WebRTCOfferFixtures.chromium, "a=setup:actpass\r\na=mid:0", "a=setup:passive\r\na=mid:0", WebRTCAnswerError.passiveSetup(line: 8)),
+        (WebRTCOfferFixtures.chromium, "a=rtcp-mux\r\na=rtcp-rsize", "a=rtcp-rsize", .noRTCPMux(line: 8)),
+        (WebRTCOfferFixtures.chromium, "a=sendonly\r\na=msid:3f1c0d9e-8a57-4c2f-9b1e-6d2a7c3e4f50 b7", "a=recvonly\r\na=msid:3f1c0d9e-8a57-4c2f-9b1e-6d2a7c3e4f50 b7", .noSendingVideo),
+        (WebRTCOfferFixtures.obs, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0", .videoNotBundled(line: 26)),
+        (WebRTCOfferFixtures.webrtcbin, "m=video 9 UDP/TLS/RTP/SAVPF 96", "m=video 9 RTP/AVP 96", .notDTLSSRTP(line: 7)),
+        (WebRTCOfferFixtures.aiortc, "a=fingerprint:sha-256 \(WebRTCOfferFixtures.fingerprint)\r\n", "", .noSHA256Fingerprint(line: 7)),
+        (WebRTCOfferFixtures.webrtcbin, "m=video 9 UDP", "m=video 0 UDP", .noSendingVideo),
+    ])
+    func offersWithoutAnAnswerableVideoAreRefused(text: String, find: String, replacement: String, expected: WebRTCAnswerError) throws {
+        let changed = text.replacingFirst(find, with: replacement)
+        #expect(changed != text)
+        #expect(throws: expected) { try Self.answer(changed) }
+    }
+
+    @Test func setupActiveAndAbsentAreAnsweredPassive() throws {
+        for setup in ["a=setup:active", ""] {
+            let (sdp, _) = try Self.answer(Fixtures.webrtcbin.replacingFirst("a=setup:actpass", with: setup))
+            #expect(sdp.contains("a=setup:passive\r\n"))
+        }
+    }
+
+    @Test func dataChannelsAndSecondVideosAreRejectedInPlace() throws {
+        let text = Fixtures.obs.replacingFirst("a=group:BUNDLE 0 1", with: "a=group:BUNDLE 0 1 2 3")
+            + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:2\r\na=sendonly\r\na=rtcp-mux\r\na=rtpmap:96 H264/90000\r\n"
+            + "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:3\r\na=sctp-port:5000\r\n"
+        let (sdp, media) = try Self.answer(text)
+        #expect(media.mid == "1")
+        let lines = Self.lines(sdp)
+        #expect(lines.contains("a=group:BUNDLE 1"))
+        let tail = Array(lines.suffix(9))
+        #expect(tail == ["m=video 0 UDP/TLS/RTP/SAVPF 96", "c=IN IP4 192.0.2.10", "a=mid:2", "a=setup:passive", "a=rtcp-mux",
+                         "m=application 0 UDP/DTLS/SCTP webrtc-datachannel", "c=IN IP4 192.0.2.10", "a=mid:3", "a=setup:passive"])
+    }
+
+    @Test func theFirstCandidateGivesTheConnectionAddressAndPort() throws {
+        var local = Fixtures.local
+        local.candidates = [("2001:db8::1", 40000), ("198.51.100.2", 40002)]
+        let lines = Self.lines(try Self.answer(Fixtures.webrtcbin, local: local).sdp)
+        #expect(lines.contains("c=IN IP6 2001:db8::1") && lines.contains("m=video 40000 UDP/TLS/RTP/SAVPF 96"))
+        #expect(lines.contains("a=candidate:2 1 udp 2130706175 198.51.100.2 40002 typ host"))
+    }
+
+    @Test func localParametersThatAreNotSDPAreRefused() {
+        var cases: [WebRTCAnswer.LocalParameters] = []
+        for change in 0..<7 {
+            var local = Fixtures.local
+            switch change {
+            case 0: local.iceUsernameFragment = "ab"
+            case 1: local.icePassword = "short"
+            case 2: local.fingerprintSHA256.removeLast()
+            case 3: local.candidates = []
+            case 4: local.candidates = [("10.0.0.256", 1)]
+            case 5: local.candidates = [("192.0.2.1\r\na=evil", 1)]
+            default: local.candidates = [("192.0.2.1", 0)]
+            }
+            cases.append(local)
+        }
+        for local in cases {
+            #expect(throws: WebRTCAnswerError.self) { try Self.answer(Fixtures.webrtcbin, local: local) }
+        }
+    }
+}

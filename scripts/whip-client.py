@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""A WHIP client (RFC 9725) on GStreamer's webrtcbin, for the tests: it encodes a test pattern with x264, keeps
+the exact H.264 it sends in --record (Annex B) for the reference, and pushes it to a WHIP endpoint.
+
+The encoder is held behind a valve until the peer connection is up: every frame recorded is a frame sent, and the
+first is an IDR. Ends after --frames frames (then DELETE), or on SIGTERM. Prints one line per step to stderr; the
+last line on stdout is `sent N frames` or `failed: REASON`.
+
+  whip-client.py URL --token TOKEN --record sent.h264 [--frames 150] [--size 640x360] [--fps 30]
+"""
+import argparse
+import signal
+import sys
+import urllib.error
+import urllib.request
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstWebRTC", "1.0")
+gi.require_version("GstSdp", "1.0")
+from gi.repository import GLib, Gst, GstSdp, GstWebRTC  # noqa: E402
+
+
+def say(text):
+    print(f"whip-client: {text}", file=sys.stderr, flush=True)
+
+
+class Client:
+    def __init__(self, options):
+        self.options = options
+        self.loop = GLib.MainLoop()
+        self.location = None
+        self.result = "failed: did not finish"
+        self.frames = 0
+        width, height = options.size.split("x")
+        # key-int-max: a keyframe each second, as a screen-share encoder has; bframes 0: WebRTC H.264 has none.
+        description = (
+            f"videotestsrc is-live=true pattern={options.pattern} ! video/x-raw,width={width},height={height},framerate={options.fps}/1,format=I420 "
+            f"! valve name=gate drop=true ! x264enc name=encoder tune=zerolatency speed-preset=ultrafast key-int-max={options.fps} bframes=0 "
+            f"bitrate={options.bitrate} ! video/x-h264,profile=constrained-baseline,stream-format=byte-stream "
+            f"! identity name=counter ! tee name=split "
+            f"split. ! queue ! filesink location={options.record} sync=false "
+            f"split. ! queue ! h264parse config-interval=-1 ! rtph264pay pt=96 config-interval=-1 aggregate-mode=zero-latency "
+            f"! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000 "
+            f"! webrtcbin name=peer bundle-policy=max-bundle"
+        )
+        self.pipeline = Gst.parse_launch(description)
+        self.peer = self.pipeline.get_by_name("peer")
+        self.gate = self.pipeline.get_by_name("gate")
+        # libnice leaves loopback out of its host candidates (and pairs none with a loopback remote): name the
+        # local address to gather on, as a client on the receiving machine itself would use.
+        # (The wrapper is kept: pygobject drops the property's reference with it, and webrtcbin's agent with that.)
+        self.ice = self.peer.get_property("ice-agent")
+        if options.local_address:
+            self.ice.emit("add-local-ip-address", options.local_address)
+        self.peer.connect("notify::ice-gathering-state", self.on_gathering)
+        self.peer.connect("notify::connection-state", self.on_connection)
+        self.pipeline.get_by_name("counter").connect("handoff", self.on_frame)
+        bus = self.pipeline.get_bus()
+        bus.add_signal_watch()
+        bus.connect("message::error", self.on_error)
+
+    def run(self):
+        self.pipeline.set_state(Gst.State.PLAYING)
+        GLib.idle_add(self.create_offer)
+        GLib.timeout_add_seconds(self.options.timeout, self.on_timeout)
+        self.loop.run()
+        self.pipeline.set_state(Gst.State.NULL)
+        self.delete()
+        print(self.result, flush=True)
+        return 0 if self.result.startswith("sent") else 1
+
+    def stop(self, result):
+        self.result = result
+        self.loop.quit()
+
+    def on_error(self, _bus, message):
+        error, debug = message.parse_error()
+        self.stop(f"failed: {error.message} ({debug})")
+
+    def on_timeout(self):
+        self.stop(f"failed: timed out after {self.frames} frames")
+        return False
+
+    def create_offer(self):
+        # The valve holds every buffer and event back until the connection is up, so the caps come from the
+        # transceiver's codec preferences, not from the stream.
+        transceiver = self.peer.emit("get-transceiver", 0)
+        transceiver.set_property("direction", GstWebRTC.WebRTCRTPTransceiverDirection.SENDONLY)
+        transceiver.set_property("codec-preferences", Gst.Caps.from_string(
+            "application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"))
+        promise = Gst.Promise.new_with_change_func(self.on_offer_created, None)
+        self.peer.emit("create-offer", None, promise)
+        return False
+
+    def on_offer_created(self, promise, _data):
+        reply = promise.get_reply()
+        offer = reply.get_value("offer") if reply is not None and reply.has_field("offer") else None
+        if offer is None:
+            GLib.idle_add(self.stop, f"failed: no offer ({reply.to_string() if reply is not None else 'no reply'})")
+            return
+        self.peer.emit("set-local-description", offer, Gst.Promise.new())
+
+    def on_gathering(self, element, _spec):
+        # Not trickle: the offer goes out once it holds every candidate.
+        if element.get_property("ice-gathering-state") == GstWebRTC.WebRTCICEGatheringState.COMPLETE:
+            GLib.idle_add(self.post_offer)
+
+    def post_offer(self):
+        offer = self.peer.get_property("local-description").sdp.as_text()
+        headers = {"Content-Type": "application/sdp"}
+        if self.options.token:
+            headers["Authorization"] = f"Bearer {self.options.token}"
+        request = urllib.request.Request(self.options.url, data=offer.encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.read().decode()
+                self.location = response.headers.get("Location")
+                say(f"answered {response.status}, session {self.location}")
+        except urllib.error.HTTPError as error:
+            self.stop(f"failed: HTTP {error.code} {error.read().decode().strip()}")
+            return False
+        except OSError as error:
+            self.stop(f"failed: {error}")
+            return False
+        if self.options.verbose:
+            say("offer:\n" + offer + "\nanswer:\n" + answer)
+        _, message = GstSdp.SDPMessage.new_from_text(answer)
+        description = GstWebRTC.WebRTCSessionDescription.new(GstWebRTC.WebRTCSDPType.ANSWER, message)
+        self.peer.emit("set-remote-description", description, Gst.Promise.new())
+        return False
+
+    def on_connection(self, element, _spec):
+        state = element.get_property("connection-state")
+        say(f"connection {state.value_nick}")
+        if state == GstWebRTC.WebRTCPeerConnectionState.CONNECTED:
+            self.gate.set_property("drop", False)
+        elif state == GstWebRTC.WebRTCPeerConnectionState.FAILED:
+            GLib.idle_add(self.stop, "failed: the peer connection failed")
+
+    def on_frame(self, _identity, _buffer):
+        self.frames += 1
+        if self.options.frames and self.frames == self.options.frames:
+            GLib.timeout_add(self.options.linger_ms, self.stop, f"sent {self.frames} frames")
+
+    def delete(self):
+        if not self.location or self.options.keep:
+            return
+        base = self.options.url.split("/whip/")[0]
+        headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
+        request = urllib.request.Request(base + self.location, headers=headers, method="DELETE")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                say(f"DELETE answered {response.status}")
+        except (urllib.error.HTTPError, OSError) as error:
+            say(f"DELETE failed: {error}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--token", default="")
+    parser.add_argument("--record", required=True)
+    parser.add_argument("--frames", type=int, default=150)
+    parser.add_argument("--size", default="640x360")
+    parser.add_argument("--fps", type=int, default=30)
+    parser.add_argument("--bitrate", type=int, default=2000, help="kbit/s")
+    parser.add_argument("--pattern", default="smpte")
+    parser.add_argument("--timeout", type=int, default=60)
+    parser.add_argument("--linger-ms", type=int, default=500, help="after the last frame, before DELETE")
+    parser.add_argument("--local-address", default="127.0.0.1", help="the address ICE gathers on ('' for every interface)")
+    parser.add_argument("--verbose", action="store_true", help="print the offer and the answer")
+    parser.add_argument("--keep", action="store_true", help="leave without DELETE (a client that vanishes)")
+    options = parser.parse_args()
+    Gst.init(None)
+    client = Client(options)
+    signal.signal(signal.SIGTERM, lambda *_: GLib.idle_add(client.stop, f"sent {client.frames} frames"))
+    sys.exit(client.run())
+
+
+if __name__ == "__main__":
+    main()
