@@ -9,11 +9,13 @@ export PATH := $(PATH):/opt/swift/usr/bin
 # libx265) is the tests' reference decoder and stream generator, and the sender in the README; gcc/g++ compile
 # the shared-memory ABI header standalone in a test; GStreamer (x264enc, x265enc, the RTP payloaders, udpsink,
 # tcpclientsink) is a real sender in the tests; passwd (useradd) and util-linux (setpriv, prlimit) make the
-# throwaway users and descriptor limits of the local-user and resource tests.
+# throwaway users and descriptor limits of the local-user and resource tests. libssl (DTLS) and libsrtp2 (SRTP) for
+# WebRTC ingest; webrtcbin (plugins-bad, gstreamer1.0-nice, its introspection data, python3-gi) is the tests' WHIP client.
 APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libsystemd-dev libsrt-gnutls-dev systemd pkg-config \
+	libssl-dev libsrtp2-dev \
 	ffmpeg gcc g++ bc python3 python3-numpy python3-venv passwd util-linux \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
-	gstreamer1.0-plugins-ugly
+	gstreamer1.0-plugins-ugly gstreamer1.0-nice gir1.2-gst-plugins-bad-1.0 python3-gi
 # What `make bundle` needs besides: nasm for FFmpeg's assembly (without it the decoders are several times slower);
 # libva-dev and libffmpeg-nvenc-dev for the VA-API and NVDEC hwaccels; dpkg-dev for apt-get source; patchelf for the
 # relative RUNPATH.

@@ -80,9 +80,11 @@ enum VideoChoice {
             mid: mid, payloadType: payload.payloadType, codec: codec, packetizationMode: packetizationMode,
             clockRate: payload.clockRate ?? 90000, formatParameters: payload.formatParameters,
             remoteSSRC: media.sources.first { !repairSources.contains($0.ssrc) }?.ssrc,
-            feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { offeredFeedback.contains($0.rawValue) }),
+            // Not transport-cc: the daemon sends no transport-wide feedback, and a sender told to expect it would
+            // wait for it instead of following our REMB (its bitrate would stay at its start rate).
+            feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { $0 != .transportCC && offeredFeedback.contains($0.rawValue) }),
             absSendTimeID: extensionID(WebRTCAnswer.absSendTimeURI),
-            transportWideCCID: extensionID(WebRTCAnswer.transportWideCCURI))
+            transportWideCCID: nil)
     }
 
     /// An encoding name for the error message: each once, at most 8 (tokens already, so printable ASCII).

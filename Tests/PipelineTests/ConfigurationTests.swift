@@ -232,7 +232,7 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = \"12Q\"\n", 4, "ring_size_limit"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = 4096\n", 4, "from 1M"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp://, rtp://"),
-        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nrtp_reorder_window = 16\n", 4, "applies to rtp:// and rtsp://"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nrtp_reorder_window = 16\n", 4, "applies to rtp://, rtsp:// and whip"),
         ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:1\"\nrtp_payload_type = 97\n", 4, "applies to rtp:// streams only"),
     ] as [(String, Int?, String)])
     func errorsNameTheirLine(text: String, line: Int?, message: String) {

@@ -1,0 +1,72 @@
+import Foundation
+import Glibc
+@testable import Pipeline
+import Testing
+
+/// `[webrtc]` and `listen = "whip"`: what loads, what is refused (on its line, saying why), and that the token is
+/// read from its file, never shown, and compared whole.
+@Suite struct WebRTCConfigurationTests {
+    static let webrtc = "[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\n"
+
+    /// A token file in a fresh folder; returns the folder and the file's name.
+    static func tokenFile(_ token: String = "a-good-token-of-32-characters-00", mode: mode_t = 0o600) throws -> (folder: String, name: String) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("whipconf-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try (token + "\n").write(toFile: folder + "/whip.token", atomically: true, encoding: .utf8)
+        chmod(folder + "/whip.token", mode)
+        return (folder, "whip.token")
+    }
+
+    @Test func aWhipStreamLoadsWithItsTokenReadBesideTheFile() throws {
+        let (folder, name) = try Self.tokenFile()
+        let text = Self.webrtc + "[[stream]]\nname = \"screen\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\nkeyframe_request = \"fir\"\n"
+        let configuration = try ConfigurationLoader.parse(text, file: folder + "/streamrecvd.toml")
+        let stream = try #require(configuration.streams.first)
+        let settings = try #require(stream.webrtc)
+        #expect(settings.token.matches(Array("a-good-token-of-32-characters-00".utf8)))
+        #expect(!settings.token.matches(Array("a-good-token-of-32-characters-0".utf8)))
+        #expect(!settings.token.matches(Array("a-good-token-of-32-characters-000".utf8)))
+        #expect(!"\(settings)".contains("a-good-token"), "the token must never be printed")
+        #expect(settings.rtp.keyframeRequest == .fir && settings.rtp.rtcpMux)
+        #expect(configuration.webrtc?.url(of: "screen") == "http://127.0.0.1:8889/whip/screen")
+        #expect(configuration.warnings.isEmpty, "\(configuration.warnings)")
+        #expect(ConfigurationReport(configuration).lines.first?.contains("WHIP http://127.0.0.1:8889/whip/screen") == true)
+    }
+
+    @Test func aTokenReadableByEveryoneIsWarnedAbout() throws {
+        let (folder, name) = try Self.tokenFile(mode: 0o644)
+        let configuration = try ConfigurationLoader.parse(
+            Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\n", file: folder + "/c.toml")
+        #expect(configuration.warnings.contains { $0.contains("WHIP bearer token") && $0.contains("readable by every user") })
+    }
+
+    @Test(arguments: [
+        // (the text after [webrtc]'s keys or the stream, the line, what the message says)
+        (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\n", 6, "needs token_file"),
+        (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"/nonexistent/t\"\n", 7, "cannot read"),
+        (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\ntoken_file = \"t\"\n", 7, "token_file applies to listen = \"whip\""),
+        (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip://127.0.0.1:1\"\n", 6, "WebRTC streams are written listen = \"whip\""),
+        ("[webrtc]\nlisten = \"0.0.0.0:8889\"\nmedia = \"127.0.0.1:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "loopback"),
+        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"0.0.0.0:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 3, "announce"),
+        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\nannounce = [\"example.com\"]\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 4, "numeric"),
+        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\nport = 1\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 4, "unknown key 'port' in [webrtc]"),
+        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"udp://127.0.0.1:8189\"\n", 6, "same UDP port as [webrtc] media"),
+    ])
+    func mistakesAreRefusedOnTheirLine(text: String, line: Int, message: String) {
+        _ = expectRefused(text, line: line, message: message)
+    }
+
+    @Test func aShortOrOddTokenIsRefusedWithoutRepeatingIt() throws {
+        for token in ["short", "has space inside it here", "quote\"inside-the-token-00"] {
+            let (folder, name) = try Self.tokenFile(token)
+            let text = Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\n"
+            let error = expectRefused(text, line: 7, message: "16 to 512 characters")
+            #expect(error.map { !$0.description.contains(token) } ?? false)
+        }
+    }
+
+    @Test func aWhipStreamWithoutAWebRTCTableIsRefused() throws {
+        let (folder, name) = try Self.tokenFile()
+        _ = expectRefused("[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\n", line: 3, message: "no [webrtc] table")
+    }
+}
