@@ -58,7 +58,7 @@ let package = Package(
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "CFFmpeg", "Decoding", "FrameFormats", "SharedFrames", "CSystemd", "CSRT", "MediaSecurity",
+                "Bitstream", "CFFmpeg", "Decoding", "FrameExport", "FrameFormats", "SharedFrames", "CSystemd", "CSRT", "MediaSecurity",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

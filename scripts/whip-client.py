@@ -88,6 +88,8 @@ class Client:
         # transceiver's codec preferences, not from the stream.
         transceiver = self.peer.emit("get-transceiver", 0)
         transceiver.set_property("direction", GstWebRTC.WebRTCRTPTransceiverDirection.SENDONLY)
+        # NACK with RTX (RFC 4588): webrtcbin resends lost packets only through an RTX stream.
+        transceiver.set_property("do-nack", not self.options.no_nack)
         transceiver.set_property("codec-preferences", Gst.Caps.from_string(
             "application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"))
         promise = Gst.Promise.new_with_change_func(self.on_offer_created, None)
@@ -124,6 +126,22 @@ class Client:
         except OSError as error:
             self.stop(f"failed: {error}")
             return False
+        if self.options.media_via:
+            # Media through a relay in front of the daemon (a lossy path in the tests): its port in place of the
+            # answer's.
+            port = self.options.media_via
+            lines = []
+            for line in answer.split("\r\n"):
+                if line.startswith("a=candidate:"):
+                    fields = line.split(" ")
+                    fields[5] = port
+                    line = " ".join(fields)
+                elif line.startswith("m=video "):
+                    fields = line.split(" ")
+                    fields[1] = port
+                    line = " ".join(fields)
+                lines.append(line)
+            answer = "\r\n".join(lines)
         if self.options.verbose:
             say("offer:\n" + offer + "\nanswer:\n" + answer)
         _, message = GstSdp.SDPMessage.new_from_text(answer)
@@ -170,12 +188,15 @@ def main():
     parser.add_argument("--timeout", type=int, default=60)
     parser.add_argument("--linger-ms", type=int, default=500, help="after the last frame, before DELETE")
     parser.add_argument("--local-address", default="127.0.0.1", help="the address ICE gathers on ('' for every interface)")
+    parser.add_argument("--media-via", help="send media to this port of the answer's address instead (a relay)")
+    parser.add_argument("--no-nack", action="store_true", help="offer no NACK/RTX")
     parser.add_argument("--verbose", action="store_true", help="print the offer and the answer")
     parser.add_argument("--keep", action="store_true", help="leave without DELETE (a client that vanishes)")
     options = parser.parse_args()
     Gst.init(None)
     client = Client(options)
     signal.signal(signal.SIGTERM, lambda *_: GLib.idle_add(client.stop, f"sent {client.frames} frames"))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a parent's blocked mask is inherited
     sys.exit(client.run())
 
 

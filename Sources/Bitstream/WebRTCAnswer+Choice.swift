@@ -1,8 +1,8 @@
 /// Which video m-section and payload type an answer accepts, and what comes with it.
 enum VideoChoice {
     /// Encodings that only repair another stream (RFC 4588 rtx, RFC 2198 red, RFC 5109 ulpfec, RFC 8627 flexfec):
-    /// never answered, so that retransmissions arrive as the original packets on the original SSRC (NACK still works:
-    /// a sender without RTX resends the packet itself, RFC 4585 §6.2.1).
+    /// never chosen as the video. RTX is answered beside it when its `apt` is the chosen type (NACK's
+    /// retransmissions come in it); RED and FEC never are.
     private static let repairEncodings: Set<String> = ["RTX", "RED", "ULPFEC", "FLEXFEC", "FLEXFEC-03"]
 
     /// The first video m-section that sends, is not rejected and has a payload type we take; its index and what was
@@ -76,15 +76,24 @@ enum VideoChoice {
         func extensionID(_ uri: String) -> UInt8? {
             media.extensions.first { $0.uri == uri && ($0.direction ?? .sendrecv).sends }?.id
         }
-        return .init(
+        var video = WebRTCAnswer.NegotiatedVideo(
             mid: mid, payloadType: payload.payloadType, codec: codec, packetizationMode: packetizationMode,
-            clockRate: payload.clockRate ?? 90000, formatParameters: payload.formatParameters,
+            // Echoed only when it is visible ASCII: U+2028 and friends are line breaks to JavaScript's regexes, and
+            // the answer goes back to the offerer's page. Without it the sender may pick mode 0, which we take too.
+            clockRate: payload.clockRate ?? 90000,
+            formatParameters: payload.formatParameters.flatMap { $0.utf8.allSatisfy { (0x20...0x7e).contains($0) } ? $0 : nil },
             remoteSSRC: media.sources.first { !repairSources.contains($0.ssrc) }?.ssrc,
             // Not transport-cc: the daemon sends no transport-wide feedback, and a sender told to expect it would
             // wait for it instead of following our REMB (its bitrate would stay at its start rate).
             feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { $0 != .transportCC && offeredFeedback.contains($0.rawValue) }),
             absSendTimeID: extensionID(WebRTCAnswer.absSendTimeURI),
             transportWideCCID: nil)
+        // RTX for the chosen type (RFC 4588 §8.1: `apt`): a sender that has it resends only that way.
+        video.retransmissionPayloadType = media.payloads.first {
+            $0.encodingName?.uppercased() == "RTX" && $0.clockRate == payload.clockRate
+                && $0.parameters["apt"].flatMap { SDPText.decimal(Substring($0), max: 127) } == UInt64(payload.payloadType)
+        }?.payloadType
+        return video
     }
 
     /// An encoding name for the error message: each once, at most 8 (tokens already, so printable ASCII).

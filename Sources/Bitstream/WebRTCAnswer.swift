@@ -51,6 +51,9 @@ public enum WebRTCAnswer {
         /// The first `a=ssrc` that is not a repair stream (RTX or FEC, RFC 5576 §4.2 groups); nil without one.
         public var remoteSSRC: UInt32?
         public var feedback: Set<Feedback>
+        /// The RTX payload type (RFC 4588) whose `apt` is the chosen one, when offered: retransmissions asked for by
+        /// NACK come in it, on the repair SSRC, each carrying its original sequence number.
+        public var retransmissionPayloadType: UInt8?
         /// `a=extmap` ids, when offered.
         public var absSendTimeID: UInt8?
         public var transportWideCCID: UInt8?
@@ -120,12 +123,16 @@ public enum WebRTCAnswer {
     ) -> [String] {
         let payloadType = video.payloadType
         let encoding = media.payload(payloadType)?.encodingName ?? (video.codec == .h264 ? "H264" : "H265")
+        let formats = [payloadType] + (video.retransmissionPayloadType.map { [$0] } ?? [])
         var lines = [
-            "m=video \(local.candidates.first?.port ?? 9) \(media.proto) \(payloadType)", connection,
+            "m=video \(local.candidates.first?.port ?? 9) \(media.proto) \(formats.map(String.init).joined(separator: " "))", connection,
             "a=mid:\(video.mid)", "a=setup:passive", "a=recvonly", "a=rtcp-mux",
             "a=rtpmap:\(payloadType) \(encoding)/\(video.clockRate)",
         ]
         if let parameters = video.formatParameters, !parameters.isEmpty { lines.append("a=fmtp:\(payloadType) \(parameters)") }
+        if let retransmission = video.retransmissionPayloadType {
+            lines += ["a=rtpmap:\(retransmission) rtx/\(video.clockRate)", "a=fmtp:\(retransmission) apt=\(payloadType)"]
+        }
         for feedback in NegotiatedVideo.Feedback.allCases where video.feedback.contains(feedback) {
             lines.append("a=rtcp-fb:\(payloadType) \(feedback.rawValue)")
         }

@@ -28,6 +28,12 @@ public enum Daemon {
         let webrtc = try configuration.webrtc.map {
             try WebRTCServer(configuration: $0, group: group, metricsFactory: factory, logger: logger)
         }
+        do {
+            try await webrtc?.bind()  // before any stream: a taken port ends the daemon before READY=1
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
         let supervisor = StreamSupervisor(
             configuration: configuration, configurationPath: configurationPath, group: group,
             metricsFactory: factory, inherited: inherited, logger: logger, webrtc: webrtc)

@@ -34,8 +34,10 @@ final class SystemdNotifierService: Service {
         var frames: [ObjectIdentifier: UInt64] = [:]
         var lastStatus = MonotonicClock.nanoseconds()
         var starving: String?
-        while !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: .microseconds(Int64(tick)))
+        // Cancelled too when another service failed (a [webrtc] or metrics port taken): Task.sleep then throws at
+        // once, and a loop that only watched for graceful shutdown spun at 100 % CPU, deaf to SIGTERM.
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do { try await Task.sleep(for: .microseconds(Int64(tick))) } catch { break }
             if Task.isShuttingDownGracefully { break }
             let now = MonotonicClock.nanoseconds()
             if now - lastStatus >= 1_000_000_000 {

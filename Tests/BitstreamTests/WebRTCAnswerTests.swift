@@ -57,12 +57,14 @@ import Testing
         // transport-cc is never answered: the daemon sends REMB, not transport-wide feedback.
         #expect(media.absSendTimeID == 2 && media.transportWideCCID == nil)
         let lines = Self.lines(sdp)
-        #expect(lines.contains("a=group:BUNDLE 0") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102"))
+        #expect(lines.contains("a=group:BUNDLE 0") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102 103"))
         #expect(lines.contains("a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f"))
         #expect(lines.filter { $0.hasPrefix("a=rtcp-fb:102 ") } == ["nack", "nack pli", "ccm fir", "goog-remb"].map { "a=rtcp-fb:102 \($0)" })
         #expect(lines.filter { $0.hasPrefix("a=extmap:") } == ["a=extmap:2 \(WebRTCAnswer.absSendTimeURI)"])
-        #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000"])
-        #expect(!sdp.contains("rtx") && !sdp.contains("red/") && !sdp.contains("ulpfec") && !sdp.contains("rtcp-rsize"))
+        // The RTX of the chosen type (apt=102) comes with it: NACK's retransmissions arrive there. Never RED or FEC.
+        #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000", "a=rtpmap:103 rtx/90000"])
+        #expect(lines.contains("a=fmtp:103 apt=102") && media.retransmissionPayloadType == 103)
+        #expect(!sdp.contains("red/") && !sdp.contains("ulpfec") && !sdp.contains("rtcp-rsize"))
         let audio = try #require(lines.firstIndex(of: "m=audio 0 UDP/TLS/RTP/SAVPF 111"))
         #expect(Array(lines[audio...]) == ["m=audio 0 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:1", "a=setup:passive", "a=rtcp-mux"])
     }

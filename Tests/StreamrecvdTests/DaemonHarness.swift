@@ -74,10 +74,12 @@ final class DaemonProcess {
     /// - Parameters:
     ///   - environment: added to the test's own environment (e.g. NOTIFY_SOCKET).
     ///   - limit: a resource limit for the daemon, as prlimit(1) takes it (`--nofile=64`); prlimit execs the daemon.
-    func start(environment: [String: String] = [:], limit: String? = nil) throws {
+    ///   - namespace: a network namespace to run in (`ip netns exec` execs the daemon: the PID is the daemon's).
+    func start(environment: [String: String] = [:], limit: String? = nil, namespace: String? = nil) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: limit == nil ? tool("streamrecvd") : "/usr/bin/prlimit")
-        process.arguments = (limit.map { [$0, tool("streamrecvd")] } ?? []) + ["--config", configPath]
+        process.executableURL = URL(fileURLWithPath: namespace != nil ? "/usr/sbin/ip" : limit == nil ? tool("streamrecvd") : "/usr/bin/prlimit")
+        process.arguments = (namespace.map { ["netns", "exec", $0, tool("streamrecvd")] } ?? limit.map { [$0, tool("streamrecvd")] } ?? [])
+            + ["--config", configPath]
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

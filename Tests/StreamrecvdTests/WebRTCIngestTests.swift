@@ -11,7 +11,7 @@ import Testing
     static let token = "whip-test-token-0123456789abcdef"
 
     /// A daemon with one whip stream on loopback; the token file is the daemon's alone.
-    static func daemon(_ label: String, settings: [String: String] = [:], metricsPort: Int? = nil) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
+    static func daemon(_ label: String, settings: [String: String] = [:], metricsPort: Int? = nil, namespace: String? = nil) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
         let directory = try TestEnvironment.temporaryDirectory()
         let tokenPath = directory.appendingPathComponent("whip.token").path
         try (token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
@@ -20,14 +20,18 @@ import Testing
         let daemon = try DaemonProcess(
             label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"].merging(settings) { $1 },
             daemonSettings: metricsPort.map { ["metrics": "\"127.0.0.1:\($0)\""] } ?? [:], transport: "whip",
-            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"")
+            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"", start: namespace == nil)
+        if let namespace { try daemon.start(namespace: namespace) }
         return (daemon, whipPort, mediaPort)
     }
 
     /// whip-client.py against the daemon; returns its last line and its log.
-    static func runClient(url: String, token: String = token, record: String, frames: Int, extra: [String] = []) throws -> (result: String, log: String) {
+    static func runClient(url: String, token: String = token, record: String, frames: Int, extra: [String] = [],
+                          namespace: String? = nil) throws -> (result: String, log: String) {
         let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path
-        let result = try runProcess("/usr/bin/python3", [script, url, "--token", token, "--record", record, "--frames", String(frames)] + extra)
+        let command = ["/usr/bin/python3", script, url, "--token", token, "--record", record, "--frames", String(frames)] + extra
+        let result = try runProcess(namespace == nil ? command[0] : "/usr/sbin/ip",
+                                    (namespace.map { ["netns", "exec", $0] + command } ?? command).dropFirst(namespace == nil ? 1 : 0).map { $0 })
         let last = result.text.split(separator: "\n").last.map(String.init) ?? ""
         return (last, result.standardError)
     }
@@ -63,7 +67,7 @@ import Testing
         #expect(log.contains("connected for stream \(daemon.name)"), "\(log.suffix(2000))")
         #expect(log.contains("ended: the client ended the session (DELETE)"), "\(log.suffix(2000))")
         let body = try httpGet(port: metricsPort, path: "/metrics").body
-        #expect(body.contains("streamrecvd_webrtc_sessions_started_total 1"), "\(body)")
+        #expect(unlabelled(body, "streamrecvd_webrtc_sessions_started_total") == 1, "\(body)")
         #expect(body.contains("streamrecvd_webrtc_sessions_ended_total{reason=\"deleted\"} 1"), "\(body)")
         #expect(!log.contains(Self.token))
         #expect(daemon.isRunning)
@@ -112,6 +116,156 @@ import Testing
         #expect(cat.finish().status == 0, "\(daemon.log.suffix(3000))")
         #expect(daemon.isRunning)
     }
+}
+
+extension WebRTCIngestTests {
+    /// whip-client.py in the background.
+    static func startClient(url: String, record: String, frames: Int, extra: [String] = [], log: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path, url,
+                             "--token", token, "--record", record, "--frames", String(frames)] + extra
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    /// While a session streams, strangers send the media port STUN with unknown usernames, STUN in a session's
+    /// name without its password, DTLS records, forged SRTP (RTP headers, random payload and tag) and RTCP: all
+    /// dropped and counted; the session's frames stay bit-exact.
+    @Test func strangersDatagramsChangeNothing() throws {
+        let metricsPort = freePort()
+        let (daemon, whipPort, mediaPort) = try Self.daemon("whipflood", metricsPort: metricsPort)
+        let record = daemon.directory.appendingPathComponent("sent.h264").path
+        let cat = try CatProcess(stream: daemon.name, frames: 100, timeout: 30, directory: daemon.directory)
+        let client = try Self.startClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record, frames: 120,
+                                          log: daemon.directory.appendingPathComponent("client.log").path)
+        let deadline = Date().addingTimeInterval(20)
+        while (daemon.status?.counters.framesPublished ?? 0) < 10 && Date() < deadline { usleep(20_000) }
+        let flood = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(flood) }
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_addr.s_addr = inet_addr("127.0.0.1")
+        target.sin_port = in_port_t(UInt16(mediaPort).bigEndian)
+        var generator = SystemRandomNumberGenerator()
+        for index in 0..<3000 {
+            var datagram: [UInt8]
+            switch index % 5 {
+            case 0: // a STUN binding request with a username no session has
+                datagram = [0, 1, 0, 12, 0x21, 0x12, 0xa4, 0x42] + (0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                    + [0, 6, 0, 8] + Array("nobody:x".utf8)
+            case 1: datagram = [22, 254, 253] + (0..<60).map { _ in UInt8.random(in: 0...255, using: &generator) }  // DTLS
+            case 2: datagram = [0x80, 96] + (0..<200).map { _ in UInt8.random(in: 0...255, using: &generator) }  // SRTP
+            case 3: datagram = [0x80, 200] + (0..<40).map { _ in UInt8.random(in: 0...255, using: &generator) }  // SRTCP
+            default: datagram = (0..<Int.random(in: 0...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            }
+            _ = withUnsafePointer(to: &target) { address in
+                address.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(flood, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if index % 100 == 0 { usleep(2000) }
+        }
+        client.waitUntilExit()
+        #expect(client.terminationStatus == 0, "\((try? String(contentsOfFile: daemon.directory.appendingPathComponent("client.log").path, encoding: .utf8)) ?? "")")
+        let (status, errors) = cat.finish()
+        #expect(status == 0, "cat: \(errors)\n\(daemon.log.suffix(3000))")
+        let mismatch = Self.contiguousMatch(try catMD5s(cat), in: try ffmpegMD5s(record))
+        #expect(mismatch == nil, "\(mismatch ?? "")")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        // 600 unknown-username checks, 600 DTLS records from an address with no session, and the random bytes
+        // that are none of STUN, DTLS or RTP; 1200 SRTP/SRTCP that fail authentication (or have no session).
+        #expect((unlabelled(body, "streamrecvd_webrtc_stun_rejected_total") ?? 0) >= 1200, "\(body)")
+        #expect((unlabelled(body, "streamrecvd_webrtc_srtp_rejected_total") ?? 0) >= 1200, "\(body)")
+        #expect(daemon.isRunning)
+    }
+
+    /// A client that vanishes mid-stream (killed: no DELETE, no DTLS close): the next client is let in once the
+    /// vanished one has delivered no video for a moment (second_sender = refuse lets a stale sender be taken over),
+    /// and its frames are bit-exact; a client that posts while a session delivers video is refused (409).
+    @Test func aVanishedClientIsTakenOverAndALiveOneIsNot() throws {
+        let (daemon, whipPort, _) = try Self.daemon("whipvanish")
+        let url = "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)"
+        let first = try Self.startClient(url: url, record: daemon.directory.appendingPathComponent("first.h264").path, frames: 600,
+                                         log: daemon.directory.appendingPathComponent("first.log").path)
+        let deadline = Date().addingTimeInterval(20)
+        while (daemon.status?.counters.framesPublished ?? 0) < 15 && Date() < deadline { usleep(20_000) }
+        // While it delivers video, a second client is refused.
+        let refused = try Self.runClient(url: url, record: daemon.directory.appendingPathComponent("refused.h264").path, frames: 10,
+                                         extra: ["--timeout", "10"])
+        #expect(refused.result.contains("HTTP 409"), "\(refused.result) \(refused.log)")
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        let record = daemon.directory.appendingPathComponent("second.h264").path
+        let cat = try CatProcess(stream: daemon.name, frames: 40, timeout: 30, directory: daemon.directory)
+        // Posted at once: refused while the vanished one is not yet stale, then let in (the client retries).
+        var second = try Self.runClient(url: url, record: record, frames: 60)
+        let retryUntil = Date().addingTimeInterval(15)
+        while second.result.contains("HTTP 409") && Date() < retryUntil {
+            usleep(500_000)
+            second = try Self.runClient(url: url, record: record, frames: 60)
+        }
+        #expect(second.result == "sent 60 frames", "\(second.result) \(second.log)\n\(daemon.log.suffix(3000))")
+        #expect(cat.finish().status == 0, "\(daemon.log.suffix(3000))")
+        // The vanished session's last frames (held for reordering until it ended) may come first: each must be
+        // one the first client sent; then the second client's, in order.
+        let reference = try ffmpegMD5s(record)
+        let ours = try catMD5s(cat)
+        let start = ours.firstIndex { reference.contains($0) } ?? ours.count
+        let firstClient = Set(try ffmpegMD5s(daemon.directory.appendingPathComponent("first.h264").path))
+        #expect(ours[..<start].allSatisfy(firstClient.contains), "a frame from neither client")
+        let mismatch = Self.contiguousMatch(Array(ours[start...]), in: reference)
+        #expect(start < ours.count && mismatch == nil, "\(mismatch ?? "none of the second client's frames")")
+        #expect(daemon.log.contains("ended: a new session takes over"), "\(daemon.log.suffix(3000))")
+        #expect(daemon.isRunning)
+    }
+}
+
+/// Loss: the client's media goes through a relay that drops 2 % of datagrams each way and delays the rest by
+/// 10 ms (scripts/lossy-udp-relay.py: this machine's kernel has no netem). The daemon asks for what is missing
+/// (NACK), webrtcbin resends it over RTX, and every frame is still bit-exact.
+@Suite(.serialized) struct WebRTCLossTests {
+    @Test func nackRepairsLossBitExactly() throws {
+        let metricsPort = freePort()
+        let (daemon, whipPort, mediaPort) = try WebRTCIngestTests.daemon("whiploss", metricsPort: metricsPort)
+        let relayPort = freePort()
+        let relay = Process()
+        relay.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        relay.arguments = [TestEnvironment.repositoryRoot.appendingPathComponent("scripts/lossy-udp-relay.py").path,
+                           "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(mediaPort)", "--loss", "0.02", "--delay-ms", "10"]
+        let relayOutput = Pipe()
+        relay.standardOutput = relayOutput
+        try relay.run()
+        defer { if relay.isRunning { relay.terminate() } }
+        _ = relayOutput.fileHandleForReading.availableData  // "ready"
+        let record = daemon.directory.appendingPathComponent("sent.h264").path
+        let cat = try CatProcess(stream: daemon.name, frames: 120, timeout: 40, directory: daemon.directory)
+        let client = try WebRTCIngestTests.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record, frames: 150,
+                                                     extra: ["--timeout", "60", "--media-via", String(relayPort)])
+        #expect(client.result == "sent 150 frames", "\(client.log)\n\(daemon.log.suffix(3000))")
+        let (status, errors) = cat.finish()
+        #expect(status == 0, "cat: \(errors)\n\(daemon.log.suffix(3000))")
+        relay.terminate()
+        relay.waitUntilExit()
+        let counts = String(decoding: relayOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let dropped = counts.split(separator: " ").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        #expect(dropped >= 5, "the relay dropped too little to test anything: \(counts)")
+        let mismatch = WebRTCIngestTests.contiguousMatch(try catMD5s(cat), in: try ffmpegMD5s(record))
+        #expect(mismatch == nil, "\(mismatch ?? "") (relay: \(counts))\n\(daemon.log.suffix(3000))")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect((unlabelled(body, "streamrecvd_webrtc_nacks_sent_total") ?? 0) > 0, "\(body)")
+        #expect((unlabelled(body, "streamrecvd_webrtc_retransmissions_recovered_total") ?? 0) > 0, "\(body)")
+        #expect(daemon.isRunning)
+    }
+}
+
+/// The value of an unlabelled sample `name` in a Prometheus text exposition.
+func unlabelled(_ exposition: String, _ name: String) -> Double? {
+    exposition.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
 }
 
 /// One HTTP/1.1 request on a fresh connection; the status, the header block and the body.

@@ -1,4 +1,5 @@
 import FrameExport
+import FrameFormats
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -15,7 +16,8 @@ import SharedFrames
 enum SharePageRoutes {
     /// The page may run scripts and styles of its own and show images it fetched (blob:), nothing else; no other
     /// site may frame it (a page that starts screen sharing must not be clickjacked).
-    static let contentSecurityPolicy = "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    static let contentSecurityPolicy = "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; "
+        + "img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
     private static let page = ByteBuffer(string: SharePage.html)
 
@@ -83,12 +85,14 @@ enum SharePageRoutes {
             // Counted and logged as a WHIP request's wrong token is: guessing through this door is the same attack.
             table.metrics.refused(.token)
             route.metrics.refused(.token)
-            table.logRefusal(key: "token", now: MonotonicClock.nanoseconds(), "frame request for stream \(name) refused: missing or wrong bearer token (remote \(remote?.description ?? "unknown"))")
+            table.logRefusal(key: "token", now: MonotonicClock.nanoseconds(),
+                             "frame request for stream \(name) refused: missing or wrong bearer token (remote \(remote?.description ?? "unknown"))")
             return write(.unauthorized, text: "a valid bearer token is needed (Authorization: Bearer …)\n", for: request, channel: channel,
                          headers: [("WWW-Authenticate", "Bearer realm=\"streamrecvd\"")])
         }
         let live = Set(table.routes.values.map(\.configuration.shmName))
-        FrameImages.shared.newest(shmName: route.configuration.shmName, live: live, eventLoop: channel.eventLoop).whenSuccess { outcome in
+        let image = FrameImages.shared.newest(shmName: route.configuration.shmName, live: live, eventLoop: channel.eventLoop)
+        image.whenSuccess { outcome in
             switch outcome {
             case .image(let image):
                 write(.ok, image.png, contentType: "image/png", for: request, channel: channel, headers: frameHeaders(image.info))
@@ -96,7 +100,8 @@ enum SharePageRoutes {
                 write(.notFound, text: "stream \(name) has no decoded frame yet (\(reason)): start sharing, the picture follows\n",
                       for: request, channel: channel)
             case .unreadable(let reason):
-                write(.serviceUnavailable, text: "the newest frame of stream \(name) cannot be shown: \(reason)\n", for: request, channel: channel)
+                write(.serviceUnavailable, text: "the newest frame of stream \(name) cannot be shown: \(reason)\n",
+                      for: request, channel: channel)
             }
         }
     }

@@ -44,6 +44,11 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         case .end:
             guard let request = head else { return }
             head = nil
+            // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
+            // a frame's answer comes later, once encoded off this loop, so those routes write their own replies.
+            if request.method == .GET || request.method == .HEAD,
+               SharePageRoutes.serve(request, table: table.value, channel: context.channel, remote: context.remoteAddress,
+                                     authorized: authorized) { return }
             let reply = oversized
                 ? Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n")
                 : respond(to: request, remote: context.remoteAddress)

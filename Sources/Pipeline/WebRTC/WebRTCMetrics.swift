@@ -26,6 +26,8 @@ final class WebRTCMetrics: Sendable {
     enum Refusal: String, CaseIterable, Sendable {
         case token, badOffer = "bad_offer", noCodec = "no_codec", secondSender = "second_sender", full, notAllowed = "not_allowed"
         case unknownStream = "unknown_stream"
+        /// More HTTP connections than the endpoint keeps open at once.
+        case connections
     }
 
     let sessionsOpen: Gauge

@@ -17,20 +17,24 @@ final class WebRTCServer: Service, Sendable {
     /// HTTP connections at once: WHIP clients post once per session.
     static let maximumConnections = 32
     static let idleSeconds: Int64 = 10
+    /// Long enough for a WHIP exchange on a slow link (the offer is a few kilobytes, the answer is immediate).
+    static let connectionLifetimeSeconds: Int64 = 15
     let configuration: WebRTCServerConfiguration
     private let loop: EventLoop
     private let logger: Logger
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     let metrics: WebRTCMetrics
-    /// Set once both sockets are bound; streams attached before wait for nothing (the table exists from the start).
-    let ready = OneShotSignal()
+    /// The sockets and the timer, once `bind()` has made them.
+    private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
     private let openConnections = NIOLockedValueBox(0)
+    private let refusalLog: NIOLockedValueBox<RateLimitedLogger>
 
     init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
         loop = group.next()
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
+        refusalLog = NIOLockedValueBox(RateLimitedLogger(logger: logger))
         let identity = try DTLSIdentity.generate()
         table = NIOLoopBoundBox.makeBoxSendingValue(
             WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger), eventLoop: loop)
@@ -51,18 +55,19 @@ final class WebRTCServer: Service, Sendable {
         try? await loop.submit { table.value.detach(stream: stream) }.get()
     }
 
-    /// For STATUS lines.
-    func sessionDescription(stream: String) async -> String? {
-        let table = self.table
-        return try? await loop.submit { table.value.describe(stream: stream) }.get()
-    }
-
-    func run() async throws {
+    /// Binds both sockets and starts the timers; called before any stream starts, so that a port that is taken
+    /// ends the daemon at once, before READY=1.
+    func bind() async throws {
         let media: Channel
         let http: Channel
         do {
             media = try await bindMedia()
-            http = try await bindHTTP()
+            do {
+                http = try await bindHTTP()
+            } catch {
+                try? await media.close()
+                throw error
+            }
         } catch {
             logger.error("WebRTC: cannot listen (\(configuration.http) for WHIP, \(configuration.media) for media): \(error)")
             throw error
@@ -71,9 +76,14 @@ final class WebRTCServer: Service, Sendable {
         let ticks = loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
             table.value.tick(now: MonotonicClock.nanoseconds())
         }
+        bound.withLockedValue { $0 = (media, http, ticks) }
         logger.info("WebRTC: WHIP on http://\(configuration.http.host):\(configuration.http.port)/whip/STREAM, media on udp \(configuration.media.host):\(configuration.media.port)")
-        ready.fire()
+    }
+
+    /// Until shutdown; then both sockets close (after the streams, which stop first).
+    func run() async throws {
         try? await gracefulShutdown()
+        guard let (media, http, ticks) = bound.withLockedValue({ $0 }) else { return }
         ticks.cancel()
         try? await http.close()
         try? await media.close()
@@ -107,6 +117,10 @@ final class WebRTCServer: Service, Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [self] channel in
                 guard admit(channel) else { return channel.close() }
+                // A whole connection lives at most `connectionLifetime`: the idle timer restarts with every byte, so
+                // a client dripping a header line every few seconds would otherwise hold its slot for ever.
+                let lifetime = channel.eventLoop.scheduleTask(in: .seconds(Self.connectionLifetimeSeconds)) { channel.close(promise: nil) }
+                channel.closeFuture.whenComplete { _ in lifetime.cancel() }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
@@ -124,7 +138,12 @@ final class WebRTCServer: Service, Sendable {
             return true
         }
         guard admitted else {
-            metrics.refused(.full)
+            metrics.refused(.connections)
+            let now = MonotonicClock.nanoseconds()
+            refusalLog.withLockedValue {
+                $0.log(.warning, key: "connections", now: now,
+                       "WHIP endpoint: \(Self.maximumConnections) connections open; closing new ones (remote \(channel.remoteAddress?.description ?? "unknown"))")
+            }
             return false
         }
         channel.closeFuture.whenComplete { [openConnections] _ in openConnections.withLockedValue { $0 -= 1 } }

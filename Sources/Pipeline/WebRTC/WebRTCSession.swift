@@ -42,6 +42,7 @@ final class WebRTCSession {
     /// The receiver's SSRC in our RTCP.
     let localSSRC = UInt32.random(in: 1...UInt32.max)
     private let identity: DTLSIdentity
+    private var askedInitialKeyframe = false
     /// Bytes received since the last bandwidth estimate, for REMB.
     private(set) var bytesSinceEstimate = 0
 
@@ -92,18 +93,30 @@ final class WebRTCSession {
 
     /// A DTLS record from the session's address; `reply` takes what the association sends back.
     func receiveDTLS(_ datagram: [UInt8], reply: ([UInt8]) -> Void) -> Outcome {
-        let association: DTLSServerAssociation
         switch state {
-        case .handshaking(let current), .connected(let current, _, _): association = current
-        case .awaitingConnectivity, .ended: return .none
+        case .handshaking(let association):
+            let event = association.receive(datagram)
+            for datagram in association.takeOutgoingDatagrams() { reply(datagram) }
+            return handshakeOutcome(event, association)
+        case .connected(let association, _, _):
+            // Once connected, only the client's authenticated close_notify ends the session. Anything else — a
+            // forged record that OpenSSL takes as fatal (one too short to authenticate), an unauthenticated alert —
+            // is dropped, and nothing is sent back: an alert of ours would end the client's side too.
+            let event = association.receive(datagram)
+            let outgoing = association.takeOutgoingDatagrams()
+            if case .closed = event { return end(.closedByClient, "the client closed the DTLS association") }
+            if case .established = event { outgoing.forEach(reply) }  // our Finished again, for a client that lost it
+            return .none
+        case .awaitingConnectivity, .ended:
+            return .none
         }
-        let event = association.receive(datagram)
-        for datagram in association.takeOutgoingDatagrams() { reply(datagram) }
+    }
+
+    private func handshakeOutcome(_ event: DTLSEvent, _ association: DTLSServerAssociation) -> Outcome {
         switch event {
         case .handshaking, .established:
             return .none
         case .connected(let keying):
-            guard case .handshaking = state else { return .none }
             do {
                 state = .connected(association, receive: try SRTPReceiveContext(keying: keying), send: try SRTPSendContext(keying: keying))
                 return .connected
@@ -114,19 +127,61 @@ final class WebRTCSession {
             if case .fingerprintMismatch = failure { return end(.fingerprintMismatch, "the client's certificate does not match its offer's fingerprint") }
             return end(.dtlsFailed, "DTLS handshake failed: \(failure)")
         case .closed:
-            return end(.closedByClient, "the client closed the DTLS association")
+            return end(.closedByClient, "the client closed the DTLS association before the handshake ended")
         }
     }
 
-    /// An SRTP packet: the RTP in clear, or nil when it fails authentication or is replayed.
-    func receiveSRTP(_ datagram: [UInt8], now: UInt64) -> [UInt8]? {
-        guard case .connected(_, let receive, _) = state, case .success(let packet) = receive.unprotectRTP(datagram) else { return nil }
+    /// A close_notify for the client when the daemon ends the session (DELETE, takeover, stream stopped): it
+    /// learns at once, instead of sending into the void until its own consent checks fail.
+    func closeAssociation() -> [[UInt8]] {
+        switch state {
+        case .handshaking(let association), .connected(let association, _, _):
+            association.close()
+            return association.takeOutgoingDatagrams()
+        case .awaitingConnectivity, .ended:
+            return []
+        }
+    }
+
+    /// What an SRTP packet held.
+    enum Received {
+        /// Video, in clear (an RTX retransmission already turned back into the packet it repeats).
+        case video([UInt8])
+        /// Authenticated but nothing for the decoder (an RTX padding probe, another payload type's packet).
+        case nothing
+        /// Failed authentication, replayed, or no SRTP yet.
+        case rejected
+    }
+
+    func receiveSRTP(_ datagram: [UInt8], now: UInt64) -> Received {
+        guard case .connected(_, let receive, _) = state, case .success(let clear) = receive.unprotectRTP(datagram) else { return .rejected }
         bytesSinceEstimate += datagram.count
-        if let header = try? RTPPacket(parsing: packet[...]), header.payloadType == media.payloadType {
+        guard var header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
+        var packet = clear
+        if header.payloadType == media.retransmissionPayloadType {
+            // RFC 4588 §4: the original sequence number, then the original payload; sent on the repair SSRC.
+            guard header.payload.count > 2, let ssrc = reception.ssrc else { return .nothing }
+            let original = UInt16(header.payload[header.payload.startIndex]) << 8 | UInt16(header.payload[header.payload.startIndex + 1])
+            header = RTPPacket(marker: header.marker, payloadType: media.payloadType, sequenceNumber: original,
+                               timestamp: header.timestamp, ssrc: ssrc, payload: header.payload.dropFirst(2))
+            packet = Self.serialize(header)
+        }
+        guard header.payloadType == media.payloadType else { return .nothing }
+        if reception.ssrc == nil || header.ssrc == reception.ssrc {
             reception.record(ssrc: header.ssrc, sequenceNumber: header.sequenceNumber, timestamp: header.timestamp, arrival: now)
             loss.received(header.sequenceNumber, now: now)
         }
-        return packet
+        return .video(packet)
+    }
+
+    /// An RTP packet with a bare 12-byte header (no CSRCs, extension or padding).
+    private static func serialize(_ packet: RTPPacket) -> [UInt8] {
+        var bytes: [UInt8] = [0x80, (packet.marker ? 0x80 : 0) | packet.payloadType,
+                              UInt8(packet.sequenceNumber >> 8), UInt8(packet.sequenceNumber & 0xff)]
+        for value in [packet.timestamp, packet.ssrc] {
+            bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+        }
+        return bytes + packet.payload
     }
 
     /// An SRTCP packet from the client: its sender reports feed our receiver reports; a BYE is ignored (the
@@ -172,6 +227,14 @@ final class WebRTCSession {
         let received = UInt64(bytesSinceEstimate) * 8 * 1_000_000_000 / max(elapsedNanoseconds, 1)
         if loss.takeUnrecoveredCount() > 0 { return max(received * 85 / 100, 300_000) }
         return min(max(received * 2, 2_000_000), 50_000_000)
+    }
+
+    /// A PLI for the sender's first packets: a session may start mid-GOP (a browser sends a keyframe first, an
+    /// encoder that was running before the connection may not). Once per session, when the SSRC is known.
+    func initialKeyframeRequest() -> [UInt8]? {
+        guard !askedInitialKeyframe, let ssrc = reception.ssrc else { return nil }
+        askedInitialKeyframe = true
+        return protectRTCP(RTCPFeedback.keyframeRequest(.pictureLossIndication, senderSSRC: localSSRC, mediaSSRC: ssrc))
     }
 
     /// Packets asked for that arrived since the last call.

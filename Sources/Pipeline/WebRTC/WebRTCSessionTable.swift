@@ -53,21 +53,12 @@ final class WebRTCSessionTable {
     /// Refusals of WHIP requests, at most one line per kind per 10 s.
     func logRefusal(key: String, now: UInt64, _ message: String) { log.log(.warning, key: key, now: now, message) }
 
-    /// For STATUS lines: each stream's session, as "ID state remote".
-    func describe(stream: String) -> String? {
-        guard let id = current[stream], let session = sessions[id] else { return nil }
-        let state = switch session.state {
-        case .awaitingConnectivity: "awaiting ICE"
-        case .handshaking: "DTLS handshake"
-        case .connected: "connected"
-        case .ended(let reason): "ended (\(reason.rawValue))"
-        }
-        return "WebRTC session \(state)\(session.remote.map { " from \($0)" } ?? "")"
-    }
-
     // MARK: - Streams
 
-    func attach(_ route: WebRTCRoute) { routes[route.configuration.name] = route }
+    func attach(_ route: WebRTCRoute) {
+        routes[route.configuration.name] = route
+        route.worker.enqueue(.sourceStatus("WebRTC: waiting for a WHIP client at \(configuration.url(of: route.configuration.name))"))
+    }
 
     /// The stream stops (reload, shutdown): its session ends.
     func detach(stream: String) {
@@ -159,12 +150,15 @@ final class WebRTCSessionTable {
             guard let session = session(at: source) else { return reject(source, "DTLS from an address with no session", now: now) }
             handle(session.receiveDTLS(datagram) { send?($0, source) }, of: session, now: now)
         case .rtp:
-            guard let session = session(at: source), let packet = session.receiveSRTP(datagram, now: now) else {
+            let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
+            guard let (session, outcome) = received, case .video(let packet) = outcome else {
+                if case .nothing = received?.1 { return }
                 metrics.srtpRejected.increment()
                 return log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
             }
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             deliver(packet, of: session, now: now)
+            if let request = session.initialKeyframeRequest() { send?(request, source) }
         case .rtcp:
             guard let session = session(at: source), session.receiveSRTCP(datagram, now: now) else {
                 metrics.srtpRejected.increment()
@@ -178,9 +172,10 @@ final class WebRTCSessionTable {
     private func session(at source: SocketAddress) -> WebRTCSession? { byAddress[source].flatMap { sessions[$0] } }
 
     private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
+        guard let message = try? STUNMessage.parse(datagram) else { return reject(source, "a malformed STUN message", now: now) }
         // Binding indications are keepalives (RFC 8445 §11): nothing to answer.
-        if let message = try? STUNMessage.parse(datagram), message.messageClass == .indication, session(at: source) != nil { return }
-        guard let message = try? STUNMessage.parse(datagram), message.method == STUNMessage.binding, message.messageClass == .request,
+        if message.messageClass == .indication, session(at: source) != nil { return }
+        guard message.method == STUNMessage.binding, message.messageClass == .request,
               let username = message.username, let id = byUsername[username], let session = sessions[id] else {
             return reject(source, "STUN with no session's username", now: now)
         }
@@ -218,10 +213,9 @@ final class WebRTCSessionTable {
             worker.enqueue(.connected(session.connection, remote: session.remote?.description ?? "unknown"))
             worker.enqueue(.rtpSession(session.connection, RTPSessionMedia(
                 codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [])))
-            log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(session.remote?.description ?? "unknown")")
-            // A session may start mid-GOP: ask for a keyframe at once rather than wait for the encoder's next.
-            if let request = session.protectRTCP(RTCPFeedback.keyframeRequest(.pictureLossIndication, senderSSRC: session.localSSRC, mediaSSRC: session.media.remoteSSRC ?? 0)),
-               let remote = session.remote { send?(request, remote) }
+            let remote = session.remote?.description ?? "unknown"
+            log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
+            worker.enqueue(.sourceStatus("WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType))"))
         case .ended(let reason, let detail):
             end(session.id, reason, detail, now: now)
         }
@@ -234,11 +228,20 @@ final class WebRTCSessionTable {
         if let remote = session.remote, byAddress[remote] == id { byAddress[remote] = nil }
         if current[session.stream] == id {
             current[session.stream] = nil
-            if session.isConnected, let route = routes[session.stream] {
-                route.worker.enqueue(.disconnected(session.connection, reason: reason == .takenOver ? .takenOver : .closedBySender))
+            if let route = routes[session.stream] {
+                if session.isConnected {
+                    route.worker.enqueue(.disconnected(session.connection, reason: reason == .takenOver ? .takenOver : .closedBySender))
+                }
+                route.worker.enqueue(.sourceStatus("WebRTC: waiting for a WHIP client (the last session ended: \(reason.rawValue))"))
             }
         }
-        if case .ended = session.state {} else { _ = session.end(reason, detail) }
+        if case .ended = session.state {} else {
+            // The client is told, unless it is the one that ended it or the association is what failed.
+            if let remote = session.remote, ![.closedByClient, .dtlsFailed, .fingerprintMismatch].contains(reason) {
+                for datagram in session.closeAssociation() { send?(datagram, remote) }
+            }
+            _ = session.end(reason, detail)
+        }
         metrics.ended(reason)
         metrics.sessionsOpen.record(sessions.count)
         log.log(reason == .deleted ? .info : .warning, key: "end-\(reason.rawValue)", now: now,

@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""A lossy UDP path for the tests, where tc netem is not available (containers without sch_netem): datagrams to
+--listen go to --to, replies come back to the first sender; each way, a fraction is dropped (--loss) and the rest
+is delayed (--delay-ms). Seeded: the same run drops the same datagrams. Prints `ready` once bound, and on SIGTERM
+the counts: `forwarded N dropped M`.
+
+  lossy-udp-relay.py --listen 127.0.0.1:20000 --to 127.0.0.1:8189 --loss 0.02 --delay-ms 10
+"""
+import argparse
+import asyncio
+import random
+import signal
+import sys
+
+
+class Relay:
+    def __init__(self, options):
+        self.options = options
+        self.random = random.Random(options.seed)
+        self.client = None
+        self.forwarded = 0
+        self.dropped = 0
+
+    def later(self, transport, data, address):
+        if self.random.random() < self.options.loss:
+            self.dropped += 1
+            return
+        self.forwarded += 1
+        asyncio.get_running_loop().call_later(self.options.delay_ms / 1000, transport.sendto, data, address)
+
+
+class Front(asyncio.DatagramProtocol):
+    def __init__(self, relay):
+        self.relay = relay
+
+    def connection_made(self, transport):
+        self.relay.front = transport
+
+    def datagram_received(self, data, address):
+        self.relay.client = self.relay.client or address
+        if address == self.relay.client:
+            self.relay.later(self.relay.back, data, None)
+
+
+class Back(asyncio.DatagramProtocol):
+    def __init__(self, relay):
+        self.relay = relay
+
+    def connection_made(self, transport):
+        self.relay.back = transport
+
+    def datagram_received(self, data, _address):
+        if self.relay.client:
+            self.relay.later(self.relay.front, data, self.relay.client)
+
+
+def split(text):
+    host, port = text.rsplit(":", 1)
+    return host, int(port)
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--listen", required=True)
+    parser.add_argument("--to", required=True)
+    parser.add_argument("--loss", type=float, default=0.02)
+    parser.add_argument("--delay-ms", type=float, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    options = parser.parse_args()
+    relay = Relay(options)
+    loop = asyncio.get_running_loop()
+    await loop.create_datagram_endpoint(lambda: Front(relay), local_addr=split(options.listen))
+    await loop.create_datagram_endpoint(lambda: Back(relay), remote_addr=split(options.to))
+    done = loop.create_future()
+    # A parent may have SIGTERM blocked (the mask is inherited): unblock it, or terminate() never arrives.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    loop.add_signal_handler(signal.SIGTERM, done.set_result, None)
+    print("ready", flush=True)
+    await done
+    print(f"forwarded {relay.forwarded} dropped {relay.dropped}", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.exit(0)
