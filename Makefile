@@ -53,7 +53,7 @@ deps:
 
 ## check: the unit tests only (no daemon process, no packaging): did I break it? In about 15 s after a build.
 ## Needs what `make test` installs.
-UNIT_TEST_MODULES = BitstreamTests|DecodingTests|SharedFramesTests|PipelineTests|StreamrecvctlTests
+UNIT_TEST_MODULES = BitstreamTests|DecodingTests|SharedFramesTests|PipelineTests|StreamrecvctlTests|MediaSecurityTests
 check:
 	swift build --build-tests
 	swift test --skip-build --disable-xctest --filter "$(UNIT_TEST_MODULES)"
@@ -63,7 +63,7 @@ check:
 # gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base
+	vlc-bin vlc-plugin-base chromium
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests
@@ -71,7 +71,7 @@ test: deps
 	cd python && python3 -m unittest -v test_streamrecv
 	scripts/fuzz.sh 20000
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
-		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests"
+		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests|MediaSecurityTests"
 	swift test --disable-xctest --sanitize=thread --scratch-path .build-tsan --filter "BitstreamTests|SharedFramesTests|PipelineTests"
 	$(MAKE) deb
 	scripts/test-deb-install.sh

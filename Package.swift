@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "PipelineTests",
             dependencies: [
-                "Pipeline", "Bitstream", "Decoding", "SharedFrames", "FrameFormats", "StreamrecvTestSupport",
+                "Pipeline", "Bitstream", "Decoding", "SharedFrames", "FrameFormats", "StreamrecvTestSupport", "MediaSecurity",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]

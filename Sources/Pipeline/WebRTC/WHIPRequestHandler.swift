@@ -118,7 +118,8 @@ final class WHIPRequestHandler: ChannelInboundHandler {
             table.value.metrics.refused(reason)
             table.value.logRefusal(key: "offer-\(reason.rawValue)", now: now,
                                    "WHIP offer for stream \(stream) refused (\(status.code)): \(message) (remote \(remote?.description ?? "unknown"))")
-            return Reply(status, message + "\n")
+            // A session that goes quiet is taken over after the hold (a couple of seconds): say when to try again.
+            return Reply(status, message + "\n", headers: status == .conflict ? [("Retry-After", "2")] : [])
         }
     }
 

@@ -125,7 +125,7 @@ final class WebRTCSessionTable {
             return nil
         case .refuse:
             route.metrics.refused(.secondSender)
-            return .refused(.secondSender, status: .conflict, message: "the stream's current WebRTC session is delivering video (second_sender = refuse)")
+            return .refused(.secondSender, status: .conflict, message: "the stream has a WebRTC session that is connecting or delivering video (second_sender = refuse); try again once it ends or goes quiet")
         case .takeOver(let staleFor):
             route.metrics.takeover(staleFor == nil ? .policy : .stale)
             end(id, .takenOver, "a new session takes over", now: now)
