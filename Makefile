@@ -173,6 +173,9 @@ install: $(if $(NO_BUILD),,build gst-plugin)
 	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv
 	install -m 0644 python/streamrecv/*.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/streamrecv/
 	install -m 0644 docs/examples/consumer.c $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
+	install -m 0644 etc/streamrecvd/examples/whip.toml $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
+	# The demo token (the daemon warns that every user can read it: it is a demo; docs/senders.md says to write one).
+	install -m 0644 etc/streamrecvd/examples/whip.token $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 	if [ -e $(GST_PLUGIN) ]; then \
 		install -d $(DESTDIR)$(GST_PLUGIN_DIR) && install -m 0644 $(GST_PLUGIN) $(DESTDIR)$(GST_PLUGIN_DIR)/; \
 	fi

@@ -184,7 +184,9 @@ def chromium_arguments(options):
                  # The camera: a y4m file behind a fake device, granted without a prompt.
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-video-capture={options.clip}",
-                 # Chromium gathers no loopback ICE candidates unless told to: the daemon's media port is on loopback.
+                 # Chromium gathers no loopback ICE candidates unless told to. The tests' media port is on loopback:
+                 # without this it is reached only from another interface's address (a machine with eth0), and a
+                 # machine or namespace with nothing but lo never connects.
                  "--allow-loopback-in-peer-connection"]
     if os.geteuid() == 0:
         arguments.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
