@@ -109,16 +109,6 @@ public struct AccessUnitAssembler {
     /// Slices taken into the access unit in progress: growing means the last NAL unit was a slice it accepted.
     public var slicesInProgress: Int { sliceCount }
 
-    /// Whether `unit` is a parameter set already held byte for byte, arriving after a slice of the picture in
-    /// progress. By the standard's rules it would begin a new access unit (H.264 §7.4.1.2.3, H.265 §7.4.2.4.4),
-    /// cutting the picture in two; but RTP senders repeat them inside a picture (GStreamer's rtph264pay with
-    /// config-interval puts SPS and PPS before every IDR slice), where the RTP timestamp and marker say where
-    /// the access unit ends. Such a repeat changes nothing and is skipped there.
-    public func repeatsParameterSetWithinPicture(_ unit: NALUnit) -> Bool {
-        guard sliceCount > 0, let codec else { return false }
-        return store.holds(unit.bytes, codec: codec)
-    }
-
     // MARK: - Slices as they arrive
 
     /// The access unit in progress so far, Annex B as `AccessUnit.data` will hold it (empty while an oversized

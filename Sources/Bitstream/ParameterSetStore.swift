@@ -204,3 +204,15 @@ public struct ParameterSetStore: Sendable {
         }
     }
 }
+
+extension AccessUnitAssembler {
+    /// Whether `unit` is a parameter set already held byte for byte, arriving after a slice of the picture in
+    /// progress. By the standard's rules it would begin a new access unit (H.264 §7.4.1.2.3, H.265 §7.4.2.4.4),
+    /// cutting the picture in two; but RTP senders repeat them inside a picture (GStreamer's rtph264pay with
+    /// config-interval puts SPS and PPS before every IDR slice), where the RTP timestamp and marker say where
+    /// the access unit ends. Such a repeat changes nothing and is skipped there.
+    public func repeatsParameterSetWithinPicture(_ unit: NALUnit) -> Bool {
+        guard slicesInProgress > 0, let codec else { return false }
+        return store.holds(unit.bytes, codec: codec)
+    }
+}

@@ -48,6 +48,16 @@ import Testing
                            sink: "rtph264pay pt=96 mtu=1200 ! udpsink host=127.0.0.1 port=PORT")
     }
 
+    /// rtph264pay with config-interval puts SPS and PPS before every IDR slice, so between the slices of one
+    /// picture: by H.264's rules that starts a new access unit, and the daemon published each IDR as two damaged
+    /// halves (FFmpeg's RTP reading keeps the picture whole; so must we). Four slices a picture (WebRTC encoders
+    /// slice too).
+    @Test func x264SlicedWithParameterSetsBeforeEveryIDRSliceOverRTP() throws {
+        try expectBitExact(label: "gstrtpslices", codec: "h264", transport: "rtp",
+                           encoder: "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=15 option-string=slices=4",
+                           sink: "rtph264pay pt=96 mtu=1200 config-interval=-1 aggregate-mode=zero-latency ! udpsink host=127.0.0.1 port=PORT")
+    }
+
     @Test func x265OverRTP() throws {
         try expectBitExact(label: "gstrtp265", codec: "h265", transport: "rtp",
                            encoder: "x265enc speed-preset=ultrafast tune=zerolatency key-int-max=15",
