@@ -6,21 +6,8 @@ import Testing
 
 /// GET over a plain TCP connection; returns the status code and the body.
 func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
-    let connection = try Sender(port: port)
-    try connection.send(Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)[...])
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        var poll = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
-        guard Glibc.poll(&poll, 1, 5000) > 0 else { break }
-        let count = recv(connection.descriptor, &buffer, buffer.count, 0)
-        guard count > 0 else { break }
-        response += buffer[0..<count]
-    }
-    let text = String(decoding: response, as: UTF8.self)
-    let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
-    let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-    return (status, body)
+    let response = try httpRequest(port: port, method: "GET", path: path, headers: [:], body: "")
+    return (response.status, response.body)
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text exposition.
