@@ -9,7 +9,7 @@ private let local = WebRTCAnswer.LocalParameters(
 
 /// A WHIP offer as anyone who can POST to the endpoint may write it: read and, when it reads, answered. The answer
 /// must be CRLF lines of `<letter>=` printable text that read back as SDP with the offer's m-sections (same mids,
-/// same kinds), exactly one of them accepted (recvonly, the negotiated payload type alone) and a BUNDLE group of
+/// same kinds), exactly one of them accepted (recvonly, the negotiated payload type and its RTX alone) and a BUNDLE group of
 /// that one mid. Nothing may trap.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzWebRTCOffer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -27,7 +27,12 @@ public func fuzzWebRTCOffer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     precondition(answer.bundleGroups == [[video.mid]] && answer.iceLite, "the BUNDLE group is not the accepted mid alone")
     let accepted = answer.media.filter { !$0.isRejected }
     precondition(accepted.count == 1 && accepted[0].mid == video.mid && accepted[0].direction == .recvonly)
-    precondition(accepted[0].payloads.map(\.payloadType) == [video.payloadType] && video.clockRate == 90000)
+    // The negotiated type, and its RTX (apt = that type) when the offer had one.
+    let expected = [video.payloadType] + (video.retransmissionPayloadType.map { [$0] } ?? [])
+    precondition(accepted[0].payloads.map(\.payloadType) == expected && video.clockRate == 90000)
+    if let retransmission = video.retransmissionPayloadType {
+        precondition(accepted[0].payload(retransmission)?.parameters["apt"] == String(video.payloadType), "RTX without its apt")
+    }
     precondition(video.packetizationMode == 0 || video.packetizationMode == 1)
     return 0
 }
