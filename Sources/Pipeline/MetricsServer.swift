@@ -29,8 +29,7 @@ final class MetricsServer: Service {
     private let address: ListenAddress
     private let group: EventLoopGroup
     private let logger: Logger
-    private let open = NIOLockedValueBox((connections: 0, log: RateLimitedLogger(logger: Logger(label: "streamrecvd"))))
-    private let refused: CoreMetrics.Counter
+    private let connections: ConnectionCap
     private let acceptErrors: CoreMetrics.Counter
 
     init(address: ListenAddress, registry: PrometheusCollectorRegistry, group: EventLoopGroup, logger: Logger) {
@@ -39,9 +38,10 @@ final class MetricsServer: Service {
         self.group = group
         self.logger = logger
         let factory = Self.factory(registry: registry)
-        refused = CoreMetrics.Counter(label: "streamrecvd_metrics_connections_refused_total", factory: factory)
+        connections = ConnectionCap(
+            maximum: Self.maximumConnections, endpoint: "metrics endpoint",
+            refusals: CoreMetrics.Counter(label: "streamrecvd_metrics_connections_refused_total", factory: factory), logger: logger)
         acceptErrors = CoreMetrics.Counter(label: "streamrecvd_metrics_accept_errors_total", factory: factory)
-        open.withLockedValue { $0.log = RateLimitedLogger(logger: logger) }
     }
 
     /// A swift-metrics factory writing into `registry`, with latency buckets suited to video (0.5 ms to 1 s).
@@ -73,7 +73,7 @@ final class MetricsServer: Service {
                     }
                 }
                 .childChannelInitializer { [self] channel in
-                    guard admit(channel) else { return channel.close() }
+                    guard connections.admit(channel) else { return channel.close() }
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
                             IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
@@ -89,26 +89,6 @@ final class MetricsServer: Service {
         logger.info("metrics on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(address.port)/metrics")
         try? await gracefulShutdown()
         try? await channel.close()
-    }
-
-    /// Counts a new connection in, or refuses it when `maximumConnections` are open.
-    private func admit(_ channel: Channel) -> Bool {
-        let now = MonotonicClock.nanoseconds()
-        let admitted = open.withLockedValue { state -> Bool in
-            guard state.connections < Self.maximumConnections else {
-                state.log.log(.warning, key: "metrics-full", now: now,
-                              "metrics endpoint: \(Self.maximumConnections) connections open; closing new ones (remote \(channel.remoteAddress?.description ?? "unknown"))")
-                return false
-            }
-            state.connections += 1
-            return true
-        }
-        guard admitted else {
-            refused.increment()
-            return false
-        }
-        channel.closeFuture.whenComplete { [open] _ in open.withLockedValue { $0.connections -= 1 } }
-        return true
     }
 }
 

@@ -109,19 +109,9 @@ struct ShareResponse {
 
 /// One HTTP/1.1 request on a fresh connection, read until the daemon closes it.
 func shareRequest(port: Int, method: String = "GET", path: String, headers: [String: String] = [:]) throws -> ShareResponse {
-    let connection = try Sender(port: port)
     var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
     for (name, value) in headers { request += "\(name): \(value)\r\n" }
-    try connection.send(Array((request + "\r\n").utf8)[...])
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        var poll = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
-        guard Glibc.poll(&poll, 1, 10_000) > 0 else { break }
-        let count = recv(connection.descriptor, &buffer, buffer.count, 0)
-        guard count > 0 else { break }
-        response += buffer[0..<count]
-    }
+    let response = try httpExchange(port: port, request + "\r\n", waitMilliseconds: 10_000)
     let separator: [UInt8] = Array("\r\n\r\n".utf8)
     guard let end = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator }) else {
         return ShareResponse(status: 0, headers: [], body: response)

@@ -270,22 +270,27 @@ func unlabelled(_ exposition: String, _ name: String) -> Double? {
 
 /// One HTTP/1.1 request on a fresh connection; the status, the header block and the body.
 func httpRequest(port: Int, method: String, path: String, headers: [String: String], body: String) throws -> (status: Int, headers: String, body: String) {
-    let connection = try Sender(port: port)
     var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
     for (name, value) in headers { request += "\(name): \(value)\r\n" }
-    request += "\r\n" + body
+    let text = String(decoding: try httpExchange(port: port, request + "\r\n" + body, waitMilliseconds: 5000), as: UTF8.self)
+    let parts = text.components(separatedBy: "\r\n\r\n")
+    let status = Int(parts.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+    return (status, parts.first ?? "", parts.dropFirst().joined(separator: "\r\n\r\n"))
+}
+
+/// Sends `request` on a fresh connection and returns every byte answered until the daemon closes it (or is
+/// silent for `waitMilliseconds`).
+func httpExchange(port: Int, _ request: String, waitMilliseconds: Int32) throws -> [UInt8] {
+    let connection = try Sender(port: port)
     try connection.send(Array(request.utf8)[...])
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
         var poll = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
-        guard Glibc.poll(&poll, 1, 5000) > 0 else { break }
+        guard Glibc.poll(&poll, 1, waitMilliseconds) > 0 else { break }
         let count = recv(connection.descriptor, &buffer, buffer.count, 0)
         guard count > 0 else { break }
         response += buffer[0..<count]
     }
-    let text = String(decoding: response, as: UTF8.self)
-    let parts = text.components(separatedBy: "\r\n\r\n")
-    let status = Int(parts.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
-    return (status, parts.first ?? "", parts.dropFirst().joined(separator: "\r\n\r\n"))
+    return response
 }

@@ -60,4 +60,7 @@ final class WebRTCMetrics: Sendable {
 
     func ended(_ reason: SessionEnd) { ended[reason]?.increment() }
     func refused(_ reason: Refusal) { refused[reason]?.increment() }
+
+    /// The counter of one refusal reason (every reason has one).
+    func refusedCounter(_ reason: Refusal) -> Counter { refused[reason]! }
 }

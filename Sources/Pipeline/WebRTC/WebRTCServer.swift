@@ -26,15 +26,15 @@ final class WebRTCServer: Service, Sendable {
     let metrics: WebRTCMetrics
     /// The sockets and the timer, once `bind()` has made them.
     private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
-    private let openConnections = NIOLockedValueBox(0)
-    private let refusalLog: NIOLockedValueBox<RateLimitedLogger>
+    private let connections: ConnectionCap
 
     init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
         loop = group.next()
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
-        refusalLog = NIOLockedValueBox(RateLimitedLogger(logger: logger))
+        connections = ConnectionCap(maximum: Self.maximumConnections, endpoint: "WHIP endpoint",
+                                    refusals: metrics.refusedCounter(.connections), logger: logger)
         let identity = try DTLSIdentity.generate()
         table = NIOLoopBoundBox.makeBoxSendingValue(
             WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger), eventLoop: loop)
@@ -116,7 +116,7 @@ final class WebRTCServer: Service, Sendable {
             .serverChannelOption(.backlog, value: 16)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [self] channel in
-                guard admit(channel) else { return channel.close() }
+                guard connections.admit(channel) else { return channel.close() }
                 // A whole connection lives at most `connectionLifetime`: the idle timer restarts with every byte, so
                 // a client dripping a header line every few seconds would otherwise hold its slot for ever.
                 let lifetime = channel.eventLoop.scheduleTask(in: .seconds(Self.connectionLifetimeSeconds)) { channel.close(promise: nil) }
@@ -128,26 +128,6 @@ final class WebRTCServer: Service, Sendable {
                 }
             }
             .bind(host: configuration.http.host, port: configuration.http.port).get()
-    }
-
-    /// At most `maximumConnections` HTTP connections: more are closed at once.
-    private func admit(_ channel: Channel) -> Bool {
-        let admitted = openConnections.withLockedValue { count -> Bool in
-            guard count < Self.maximumConnections else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else {
-            metrics.refused(.connections)
-            let now = MonotonicClock.nanoseconds()
-            refusalLog.withLockedValue {
-                $0.log(.warning, key: "connections", now: now,
-                       "WHIP endpoint: \(Self.maximumConnections) connections open; closing new ones (remote \(channel.remoteAddress?.description ?? "unknown"))")
-            }
-            return false
-        }
-        channel.closeFuture.whenComplete { [openConnections] _ in openConnections.withLockedValue { $0 -= 1 } }
-        return true
     }
 }
 

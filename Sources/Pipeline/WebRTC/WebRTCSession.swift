@@ -19,8 +19,6 @@ final class WebRTCSession {
         case none
         /// The DTLS handshake just completed: the stream's decode thread is told of the new sender.
         case connected
-        /// A decrypted RTP packet for the decode thread.
-        case rtp([UInt8])
         case ended(WebRTCMetrics.SessionEnd, detail: String)
     }
 

@@ -205,7 +205,7 @@ final class WebRTCSessionTable {
     /// What a session's datagram led to.
     private func handle(_ outcome: WebRTCSession.Outcome, of session: WebRTCSession, now: UInt64) {
         switch outcome {
-        case .none, .rtp:
+        case .none:
             break
         case .connected:
             guard let route = routes[session.stream], current[session.stream] == session.id else { return }
