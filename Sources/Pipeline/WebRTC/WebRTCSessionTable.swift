@@ -188,7 +188,7 @@ final class WebRTCSessionTable {
 
     private func reject(_ source: SocketAddress, _ what: String, now: UInt64) {
         metrics.stunRejected.increment()
-        log.log(.warning, key: "stray-\(what)", now: now, "WebRTC: \(what) dropped (latest from \(source))")
+        log.log(.warning, key: what, now: now, "WebRTC: \(what) dropped (latest from \(source))")
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
