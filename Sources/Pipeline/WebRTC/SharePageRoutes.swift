@@ -192,14 +192,26 @@ final class FrameImages: Sendable {
     private let entries = NIOLockedValueBox([String: Entry]())
 
     /// The newest frame of ring `shmName`. `live`: the rings of the streams that take WebRTC now; others are let go.
+    /// Lets go of the readers and images of rings that are no longer a stream's (a reload removed it) or that
+    /// nobody asked for in `idleNanoseconds`; called every second by the server, so that a ring removed from
+    /// /dev/shm is not kept mapped until someone happens to ask for another frame.
+    func prune(live: Set<String>) {
+        let now = MonotonicClock.nanoseconds()
+        entries.withLockedValue { Self.keepLive(&$0, live: live, now: now) }
+    }
+
+    private static func keepLive(_ entries: inout [String: Entry], live: Set<String>, now: UInt64) {
+        entries = entries.filter { key, entry in
+            !entry.waiting.isEmpty || (live.contains(key) && now &- entry.lastUsed < idleNanoseconds)
+        }
+    }
+
     func newest(shmName: String, live: Set<String>, eventLoop: EventLoop) -> EventLoopFuture<Outcome> {
         let promise = eventLoop.makePromise(of: Outcome.self)
         let now = MonotonicClock.nanoseconds()
         let start: (reader: FrameRingReader?, image: Image?)? = entries.withLockedValue { entries in
             // An entry with waiters stays whatever happened: its encode answers them.
-            entries = entries.filter { key, entry in
-                !entry.waiting.isEmpty || (live.contains(key) && now &- entry.lastUsed < Self.idleNanoseconds)
-            }
+            Self.keepLive(&entries, live: live, now: now)
             var entry = entries[shmName] ?? Entry(lastUsed: now)
             entry.lastUsed = now
             entry.waiting.append(promise)

@@ -159,6 +159,8 @@ final class WebRTCSessionTable {
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             deliver(packet, of: session, now: now)
             if let request = session.initialKeyframeRequest() { send?(request, source) }
+            // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
+            sendRetransmissionRequests(of: session, to: source, now: now)
         case .rtcp:
             guard let session = session(at: source), session.receiveSRTCP(datagram, now: now) else {
                 metrics.srtpRejected.increment()
@@ -257,18 +259,23 @@ final class WebRTCSessionTable {
         send?(protected, remote)
     }
 
+    private func sendRetransmissionRequests(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
+        let requests = session.retransmissionRequests(now: now)
+        for packet in requests.packets { send?(packet, remote) }
+        if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
+    }
+
     /// Every 20 ms: NACKs due, DTLS retransmissions; every second: reports and bandwidth, expiry.
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
             session.handleTimers { send?($0, remote) }
-            let requests = session.retransmissionRequests(now: now)
-            for packet in requests.packets { send?(packet, remote) }
-            if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
+            sendRetransmissionRequests(of: session, to: remote, now: now)
         }
         guard now &- lastReport >= 1_000_000_000 else { return }
         let elapsed = lastReport == 0 ? 1_000_000_000 : now &- lastReport
         lastReport = now
+        FrameImages.shared.prune(live: Set(routes.values.map(\.configuration.shmName)))
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
             if let reason = expiry(of: session, now: now) {
