@@ -12,7 +12,7 @@ export PATH := $(PATH):/opt/swift/usr/bin
 # throwaway users and descriptor limits of the local-user and resource tests. libssl (DTLS) and libsrtp2 (SRTP) for
 # WebRTC ingest; webrtcbin (plugins-bad, gstreamer1.0-nice, its introspection data, python3-gi) is the tests' WHIP client.
 APT_PACKAGES := libavcodec-dev libavutil-dev libavformat-dev libswscale-dev libsystemd-dev libsrt-gnutls-dev systemd pkg-config \
-	libssl-dev libsrtp2-dev \
+	libssl-dev libsrtp2-dev openssl curl \
 	ffmpeg gcc g++ bc python3 python3-numpy python3-venv passwd util-linux \
 	gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
 	gstreamer1.0-plugins-ugly gstreamer1.0-nice gir1.2-gst-plugins-bad-1.0 python3-gi

@@ -188,6 +188,9 @@ def chromium_arguments(options):
                  # without this it is reached only from another interface's address (a machine with eth0), and a
                  # machine or namespace with nothing but lo never connects.
                  "--allow-loopback-in-peer-connection"]
+    if options.trust_spki:
+        # Trust exactly this certificate's key (a test's self-signed one), as a person's browser trusts a real CA.
+        arguments.append(f"--ignore-certificate-errors-spki-list={options.trust_spki}")
     if os.geteuid() == 0:
         arguments.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
     return arguments
@@ -267,6 +270,7 @@ def main():
                         help="once sharing, wait until this file exists, then check the page and stop")
     parser.add_argument("--wait", type=float, default=120, help="seconds to wait for --proceed-file")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--trust-spki", help="base64 SHA-256 of a certificate's public key, for an https:// page")
     options = parser.parse_args()
     # A test that gives up sends SIGTERM: close Chromium on the way out all the same.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(143))

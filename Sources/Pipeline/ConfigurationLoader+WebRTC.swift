@@ -1,13 +1,16 @@
+import Glibc
+import MediaSecurity
 import TOMLKit
 
 /// `[webrtc]` and `listen = "whip"` streams.
 extension ConfigurationLoader {
-    static let webrtcKeys: Set<String> = ["listen", "media", "announce", "max_sessions"]
+    static let webrtcKeys: Set<String> = ["listen", "media", "announce", "max_sessions", "certificate", "key"]
 
-    /// The `[webrtc]` table. Plain HTTP only on loopback: the bearer token would cross the network in clear (HTTPS
-    /// with an operator's certificate is not there yet).
+    /// The `[webrtc]` table. Plain HTTP only on loopback: elsewhere the bearer token would cross the network in
+    /// clear, and browsers allow screen capture only on https:// or http://localhost pages.
     static func parseWebRTC(
-        _ value: TOMLValueConvertible, fail: (String, String?, Int?, String?) -> ConfigurationError
+        _ value: TOMLValueConvertible, directory: String, warnings: inout [String],
+        fail: (String, String?, Int?, String?) -> ConfigurationError
     ) throws(ConfigurationError) -> WebRTCServerConfiguration {
         guard let table = value.table else { throw fail("'webrtc' must be a table: [webrtc]", nil, nil, "webrtc") }
         for key in table.keys where !webrtcKeys.contains(key) {
@@ -25,8 +28,9 @@ extension ConfigurationLoader {
         }
         var server = WebRTCServerConfiguration(http: try address("listen", "tcp", example: "127.0.0.1:8889"),
                                                media: try address("media", "udp", example: "127.0.0.1:8189"))
-        guard BindAddress.resolve(server.http.host)?.allSatisfy(\.isLoopback) == true else {
-            throw fail("[webrtc] listen must be a loopback address for now: WHIP over plain HTTP would send the bearer token in clear (HTTPS is not implemented yet; put a TLS proxy in front)", "webrtc", nil, "listen")
+        server.tls = try parseTLSFiles(table, directory: directory, warnings: &warnings, fail: fail)
+        guard server.tls != nil || BindAddress.resolve(server.http.host)?.allSatisfy(\.isLoopback) == true else {
+            throw fail("[webrtc] listen = \"\(server.http.host):\(server.http.port)\" is not loopback: set certificate and key for HTTPS (plain HTTP would send the bearer token in clear, and browsers share screens only with https:// pages)", "webrtc", nil, "listen")
         }
         if let value = table["announce"] {
             guard let array = value.array, array.count <= 8 else { throw fail("announce must be a list of up to 8 IP addresses", "webrtc", nil, "announce") }
@@ -45,6 +49,42 @@ extension ConfigurationLoader {
             server.maximumSessions = count
         }
         return server
+    }
+
+    /// `certificate` and `key`: both or neither, read and checked against each other now (so `--check-config` and a
+    /// reload say what is wrong), a relative path read from the configuration file's folder.
+    static func parseTLSFiles(
+        _ table: TOMLTable, directory: String, warnings: inout [String], fail: (String, String?, Int?, String?) -> ConfigurationError
+    ) throws(ConfigurationError) -> WebRTCServerConfiguration.TLSFiles? {
+        func path(_ key: String) throws(ConfigurationError) -> String? {
+            guard let value = table[key] else { return nil }
+            guard let text = value.string, !text.isEmpty, !text.containsControlCharacters, text.utf8.count <= maximumStringBytes else {
+                throw fail("[webrtc] \(key) must be the path of a PEM file", "webrtc", nil, key)
+            }
+            return text.hasPrefix("/") ? text : directory + "/" + text
+        }
+        let (certificate, key) = (try path("certificate"), try path("key"))
+        guard let certificate, let key else {
+            if certificate == nil && key == nil { return nil }
+            throw fail("[webrtc] needs both certificate and key (PEM files) for HTTPS, or neither", "webrtc", nil, certificate == nil ? "key" : "certificate")
+        }
+        let loaded: TLSServerCertificate
+        do {
+            loaded = try TLSServerCertificate(certificatePath: certificate, keyPath: key)
+        } catch {
+            throw fail("[webrtc] certificate \(certificate), key \(key): \(error)", "webrtc", nil, "certificate")
+        }
+        let days = loaded.secondsUntilExpiry / 86400
+        if loaded.secondsUntilExpiry <= 0 {
+            warnings.append("[webrtc] certificate \(certificate) (\(loaded.subject)) has expired: browsers will refuse the share page and WHIP")
+        } else if days < 14 {
+            warnings.append("[webrtc] certificate \(certificate) (\(loaded.subject)) expires in \(days) days: renew it and reload")
+        }
+        var status = stat()
+        if stat(key, &status) == 0, let warning = SecretFile.exposure(path: key, mode: status.st_mode, what: "holds the HTTPS private key") {
+            warnings.append(warning)
+        }
+        return .init(certificate: certificate, key: key)
     }
 
     /// `listen = "whip"`: the token file (a relative path is read from the configuration file's folder), and the

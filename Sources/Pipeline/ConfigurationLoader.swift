@@ -76,7 +76,7 @@ public enum ConfigurationLoader {
         for key in table.keys where !["daemon", "stream", "webrtc"].contains(key) {
             throw fail("unknown top-level key '\(key)' (expected [daemon], [webrtc] and [[stream]] tables)", nil, nil, key)
         }
-        if let value = table["webrtc"] { configuration.webrtc = try parseWebRTC(value, fail: fail) }
+        if let value = table["webrtc"] { configuration.webrtc = try parseWebRTC(value, directory: directory(of: file), warnings: &configuration.warnings, fail: fail) }
         if let daemonValue = table["daemon"] {
             guard let daemon = daemonValue.table else { throw fail("'daemon' must be a table: [daemon]", nil, nil, "daemon") }
             for key in daemon.keys where !daemonKeys.contains(key) {

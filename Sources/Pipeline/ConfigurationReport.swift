@@ -1,5 +1,6 @@
 import FrameFormats
 import Glibc
+import MediaSecurity
 import SharedFrames
 
 /// What `streamrecvd --check-config` says beyond the file's syntax: each stream's ring sizes, and whether
@@ -49,6 +50,9 @@ public struct ConfigurationReport: Sendable {
                 errors.append(Problem(line: stream.lines.line(of: "max_width"),
                                       message: "stream \(stream.name): two \(stream.maxWidth)x\(stream.maxHeight) frames (\(Self.size(minimum))) do not fit in /dev/shm (\(Self.size(shm.total))); lower max_width/max_height or enlarge /dev/shm"))
             }
+        }
+        if let tls = configuration.webrtc?.tls, let certificate = try? TLSServerCertificate(certificatePath: tls.certificate, keyPath: tls.key) {
+            lines.append("[webrtc] HTTPS certificate \(tls.certificate): \(certificate.subject), \(certificate.secondsUntilExpiry / 86400) days left")
         }
         if let shm, limits > shm.free {
             warnings.append("the rings may grow to \(Self.size(limits)) in all (ring_size_limit), more than /dev/shm has free (\(Self.size(shm.free))): a stream whose ring cannot grow drops frames and says so")

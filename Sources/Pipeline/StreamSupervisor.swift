@@ -160,6 +160,8 @@ final class StreamSupervisor: Service {
         }
         if next.webrtc != previous.webrtc {
             logger.warning("reload: a changed [webrtc] table takes effect at the next restart")
+        } else {
+            webrtc?.reloadCertificate()  // the same files, perhaps renewed
         }
         if next.logLevel != previous.logLevel {
             JournalLogHandler.setDaemonLevel(Logger.Level(rawValue: next.logLevel.rawValue) ?? .info)

@@ -280,15 +280,15 @@ import Testing
 
 /// `text` must be refused with an error on `line` whose message holds `message`; returns that error.
 @discardableResult
-func expectRefused(_ text: String, line: Int?, message: String) -> ConfigurationError? {
+func expectRefused(_ text: String, file: String = "bad.toml", line: Int?, message: String) -> ConfigurationError? {
     do {
-        _ = try ConfigurationLoader.parse(text, file: "bad.toml")
+        _ = try ConfigurationLoader.parse(text, file: file)
         Issue.record("accepted: \(text)")
         return nil
     } catch {
         #expect(error.line == line, "\(error)")
         #expect(error.message.contains(message), "\(error)")
-        #expect(error.description.hasPrefix("bad.toml:"))
+        #expect(error.description.hasPrefix(file + ":"))
         return error
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import Pipeline
+import StreamrecvTestSupport
 import Testing
 
 /// `[webrtc]` and `listen = "whip"`: what loads, what is refused (on its line, saying why), and that the token is
@@ -68,5 +69,51 @@ import Testing
     @Test func aWhipStreamWithoutAWebRTCTableIsRefused() throws {
         let (folder, name) = try Self.tokenFile()
         _ = expectRefused("[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\n", line: 3, message: "no [webrtc] table")
+    }
+
+    /// `[webrtc]` with HTTPS on every interface, its files beside the configuration; returns the text and folder.
+    static func httpsConfiguration(days: Int = 30, keyMode: mode_t = 0o600, keyPassword: String? = nil,
+                                   keyOf other: Bool = false) throws -> (text: String, folder: String) {
+        let (folder, name) = try tokenFile()
+        let directory = URL(fileURLWithPath: folder)
+        let (_, key) = try TestCertificate.make(in: directory, days: days, keyPassword: keyPassword)
+        if other { _ = try TestCertificate.make(in: directory, name: "other") }
+        chmod(key, keyMode)
+        let text = "[webrtc]\nlisten = \"0.0.0.0:8889\"\nmedia = \"127.0.0.1:8189\"\ncertificate = \"server.pem\"\n"
+            + "key = \"\(other ? "other" : "server").key\"\n[[stream]]\nname = \"screen\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\n"
+        return (text, folder)
+    }
+
+    @Test func aCertificateAndItsKeyServeHTTPSOnAnyAddress() throws {
+        let (text, folder) = try Self.httpsConfiguration()
+        let configuration = try ConfigurationLoader.parse(text, file: folder + "/c.toml")
+        #expect(configuration.webrtc?.tls == .init(certificate: folder + "/server.pem", key: folder + "/server.key"))
+        #expect(configuration.webrtc?.url(of: "screen") == "https://0.0.0.0:8889/whip/screen")
+        #expect(configuration.warnings.isEmpty, "\(configuration.warnings)")
+    }
+
+    @Test func aKeyOfAnotherCertificateIsRefusedOnTheCertificateLine() throws {
+        let (text, folder) = try Self.httpsConfiguration(keyOf: true)
+        let error = expectRefused(text, file: folder + "/c.toml", line: 4, message: "does not belong to the certificate")
+        #expect(error.map { !$0.description.contains("BEGIN") } ?? false, "no key material in the message")
+    }
+
+    /// OpenSSL would ask for an encrypted key's passphrase on the terminal; the daemon refuses it instead.
+    @Test func anEncryptedKeyIsRefusedWithoutAskingForAPassphrase() throws {
+        let (text, folder) = try Self.httpsConfiguration(keyPassword: "a-passphrase")
+        _ = expectRefused(text, file: folder + "/c.toml", line: 4, message: "cannot read the private key")
+    }
+
+    @Test func aCertificateWithoutKeyOrAMissingFileIsRefused() throws {
+        let (text, folder) = try Self.httpsConfiguration()
+        _ = expectRefused(text.replacingOccurrences(of: "key = \"server.key\"\n", with: ""), file: folder + "/c.toml", line: 4, message: "needs both certificate and key")
+        _ = expectRefused(text.replacingOccurrences(of: "server.pem", with: "missing.pem"), file: folder + "/c.toml", line: 4, message: "cannot read the certificate")
+    }
+
+    @Test func anExpiringCertificateAndAKeyReadableByEveryoneAreWarnedAbout() throws {
+        let (text, folder) = try Self.httpsConfiguration(days: 2, keyMode: 0o644)
+        let configuration = try ConfigurationLoader.parse(text, file: folder + "/c.toml")
+        #expect(configuration.warnings.contains { $0.contains("expires in 1 days") || $0.contains("expires in 2 days") }, "\(configuration.warnings)")
+        #expect(configuration.warnings.contains { $0.contains("HTTPS private key") && $0.contains("readable by every user") }, "\(configuration.warnings)")
     }
 }

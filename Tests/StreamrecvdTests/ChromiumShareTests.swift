@@ -26,8 +26,11 @@ struct ChromiumShareTests {
     }
 
     @Test func aCameraSharedFromThePageArrivesAsTheClip() throws {
-        // [webrtc] on loopback, as WebRTCIngestTests has it; the script lets Chromium pair loopback candidates.
-        let (daemon, whipPort, _) = try WebRTCIngestTests.daemon("chromium")
+        // [webrtc] on loopback with HTTPS (a test certificate that Chromium is told to trust, as a person's browser
+        // trusts a CA's): the page is a secure context, as it must be on any address but localhost. The script lets
+        // Chromium pair loopback candidates.
+        let (daemon, whipPort, folder) = try WHIPOverHTTPSTests.daemon("chromium")
+        let trusted = try TestCertificate.publicKeySHA256Base64(certificate: folder.appendingPathComponent("server.pem").path)
         let directory = daemon.directory
         let clip = directory.appendingPathComponent("camera.y4m").path
         try runChecked("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=\(Self.width)x\(Self.height):rate=\(Self.fps)",
@@ -41,12 +44,13 @@ struct ChromiumShareTests {
         try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
         let reader = try FrameRingReader(shmName: daemon.shmName)
 
-        let browser = try Self.startBrowser(url: "http://127.0.0.1:\(whipPort)/", stream: daemon.name, token: tokenPath, clip: clip,
-                                            screenshot: screenshot, proceed: proceed, profile: profile.path, directory: directory)
+        let browser = try Self.startBrowser(url: "https://localhost:\(whipPort)/", stream: daemon.name, token: tokenPath, clip: clip,
+                                            screenshot: screenshot, proceed: proceed, profile: profile.path, directory: directory,
+                                            trusting: trusted)
         defer { if browser.isRunning { browser.terminate() } }
         // 3 s of video (≥ 60 frames, as asked); the browser keeps sending while the page is checked.
         let frames = Self.collectFrames(90, from: reader, while: browser, timeout: 60)
-        FileManager.default.createFile(atPath: proceed, contents: nil)
+        _ = FileManager.default.createFile(atPath: proceed, contents: nil)
         let finished = Self.waitForExit(browser, timeout: 60)
         let output = (try? String(contentsOfFile: directory.appendingPathComponent("browser.out").path, encoding: .utf8)) ?? ""
         let browserLog = ((try? String(contentsOfFile: directory.appendingPathComponent("browser.log").path, encoding: .utf8)) ?? "")
@@ -121,12 +125,13 @@ struct ChromiumShareTests {
 
 extension ChromiumShareTests {
     static func startBrowser(url: String, stream: String, token: String, clip: String, screenshot: String, proceed: String,
-                             profile: String, directory: URL) throws -> Process {
+                             profile: String, directory: URL, trusting publicKey: String) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [TestEnvironment.repositoryRoot.appendingPathComponent("scripts/chromium-share.py").path, url,
                              "--stream", stream, "--token-file", token, "--clip", clip, "--screenshot", screenshot,
-                             "--proceed-file", proceed, "--profile", profile, "--chromium", chromiumBinary ?? "/usr/bin/chromium"]
+                             "--proceed-file", proceed, "--profile", profile, "--chromium", chromiumBinary ?? "/usr/bin/chromium",
+                             "--trust-spki", publicKey]
         for name in ["browser.out", "browser.log"] {
             _ = FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: nil)
         }

@@ -1,7 +1,8 @@
 #ifndef STREAMRECV_CDTLS_H
 #define STREAMRECV_CDTLS_H
-// DTLS-SRTP for the WHIP ingest, on OpenSSL 3: a self-signed identity, a DTLS 1.2 association over memory BIOs
-// (the caller owns the UDP socket and moves datagrams in and out), and HMAC-SHA1 for STUN's MESSAGE-INTEGRITY.
+// The WHIP ingest's OpenSSL 3: for DTLS-SRTP a self-signed identity, a DTLS 1.2 association over memory BIOs
+// (the caller owns the UDP socket and moves datagrams in and out), and HMAC-SHA1 for STUN's MESSAGE-INTEGRITY;
+// for the WHIP endpoint's HTTPS, a TLS server with the operator's certificate, also over memory BIOs.
 // Nothing here is thread-safe per object: one association is used by one thread at a time. Every function that
 // takes `error`/`error_capacity` writes a NUL-terminated reason there on failure (truncated to fit).
 #include <stddef.h>
@@ -117,6 +118,52 @@ size_t cdtls_association_srtp_keying(const cdtls_association *association, uint8
 /// HMAC-SHA1 (RFC 2104) through OpenSSL, for STUN's MESSAGE-INTEGRITY. Returns 1 on success, 0 on failure.
 int cdtls_hmac_sha1(const uint8_t *key, size_t key_length, const uint8_t *data, size_t data_length,
                     uint8_t out[20]);
+
+/// HTTPS: a TLS server context with the operator's certificate chain and key (PEM files). Immutable once made and
+/// shared by every connection, from any thread (OpenSSL's SSL_CTX is safe to make connections from concurrently).
+typedef struct cdtls_tls_server cdtls_tls_server;
+
+/// Reads `certificate_path` (the server's certificate, then its chain) and `key_path` (an unencrypted key), checks
+/// that they belong together, and allows TLS 1.2 and 1.3. Returns a context the caller owns (free with
+/// cdtls_tls_server_free), or NULL with `error` filled.
+cdtls_tls_server *cdtls_tls_server_new(const char *certificate_path, const char *key_path, char *error,
+                                       size_t error_capacity);
+/// Frees the context; connections made from it hold their own references and stay valid. NULL is allowed.
+void cdtls_tls_server_free(cdtls_tls_server *server);
+/// Seconds from now to the certificate's notAfter: negative once it has expired.
+int64_t cdtls_tls_server_seconds_until_expiry(const cdtls_tls_server *server);
+/// The certificate's subject as OpenSSL's one-line text, NUL-terminated in `out`; returns its length.
+size_t cdtls_tls_server_subject(const cdtls_tls_server *server, char *out, size_t capacity);
+/// 1 when the certificate names `host` (a DNS name, or an IP address in its subjectAltName), else 0.
+int cdtls_tls_server_covers_host(const cdtls_tls_server *server, const char *host);
+
+typedef enum {
+    CDTLS_TLS_HANDSHAKING = 0,
+    CDTLS_TLS_OPEN = 1,
+    CDTLS_TLS_CLOSED = 2,  /// The peer's close_notify arrived, or we closed.
+    CDTLS_TLS_FAILED = 3,
+} cdtls_tls_state;
+
+/// One TLS connection, server side. Bytes from the socket go in through cdtls_tls_connection_feed; what must go
+/// back waits in cdtls_tls_connection_take_output. Not thread-safe: one event loop owns it.
+typedef struct cdtls_tls_connection cdtls_tls_connection;
+
+cdtls_tls_connection *cdtls_tls_connection_new(const cdtls_tls_server *server, char *error, size_t error_capacity);
+void cdtls_tls_connection_free(cdtls_tls_connection *connection);
+/// Takes bytes received (copied) and advances the handshake. Returns the state afterwards.
+cdtls_tls_state cdtls_tls_connection_feed(cdtls_tls_connection *connection, const uint8_t *bytes, size_t length);
+/// While OPEN: copies decrypted application bytes into `out`, returns how many (0: none until more is fed; the
+/// state says whether the peer closed or the connection failed meanwhile).
+size_t cdtls_tls_connection_read(cdtls_tls_connection *connection, uint8_t *out, size_t capacity);
+/// While OPEN: encrypts all of `bytes` into records waiting in take_output. Returns 1, or 0 when not open.
+int cdtls_tls_connection_write(cdtls_tls_connection *connection, const uint8_t *bytes, size_t length);
+/// Copies up to `capacity` bytes that must be sent to the peer; returns how many (0: nothing waits).
+size_t cdtls_tls_connection_take_output(cdtls_tls_connection *connection, uint8_t *out, size_t capacity);
+/// Queues close_notify (when open; then in take_output) and moves to CLOSED.
+void cdtls_tls_connection_close(cdtls_tls_connection *connection);
+cdtls_tls_state cdtls_tls_connection_state(const cdtls_tls_connection *connection);
+/// Why the connection failed ("" while it has not), e.g. "http request" or "no shared cipher"; valid forever.
+const char *cdtls_tls_connection_error(const cdtls_tls_connection *connection);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,14 @@ public struct WebRTCServerConfiguration: Sendable, Equatable {
     public var announce: [String] = []
     /// WebRTC sessions open at once, all streams together (each holds a DTLS association and SRTP contexts).
     public var maximumSessions = 64
+    /// HTTPS for the WHIP endpoint and the share page; nil: plain HTTP, on loopback only.
+    public var tls: TLSFiles?
+
+    /// The operator's certificate (PEM, the server's first, then its chain) and unencrypted private key (PEM).
+    public struct TLSFiles: Sendable, Equatable {
+        public var certificate: String
+        public var key: String
+    }
 
     public init(http: ListenAddress, media: ListenAddress) {
         self.http = http
@@ -20,7 +28,7 @@ public struct WebRTCServerConfiguration: Sendable, Equatable {
 
     /// The WHIP URL of `stream`.
     public func url(of stream: String) -> String {
-        "http://\(http.host.contains(":") ? "[\(http.host)]" : http.host):\(http.port)/whip/\(stream)"
+        "\(tls == nil ? "http" : "https")://\(http.host.contains(":") ? "[\(http.host)]" : http.host):\(http.port)/whip/\(stream)"
     }
 }
 

@@ -28,6 +28,8 @@ final class WebRTCMetrics: Sendable {
         case unknownStream = "unknown_stream"
         /// More HTTP connections than the endpoint keeps open at once.
         case connections
+        /// An HTTPS connection whose TLS handshake failed (plain HTTP to the HTTPS port, no common cipher, …).
+        case tls = "tls_handshake"
     }
 
     let sessionsOpen: Gauge

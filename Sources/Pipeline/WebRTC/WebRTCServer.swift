@@ -27,6 +27,10 @@ final class WebRTCServer: Service, Sendable {
     /// The sockets and the timer, once `bind()` has made them.
     private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
     private let connections: ConnectionCap
+    /// HTTPS's certificate and key when `[webrtc]` has them; replaced by `reloadCertificate()`.
+    private let certificate: NIOLockedValueBox<TLSServerCertificate?>
+    /// TLS failures are said at most once per 10 s: a port scanner makes many.
+    private let tlsFailures: NIOLockedValueBox<RateLimitedLogger>
 
     init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
@@ -35,10 +39,25 @@ final class WebRTCServer: Service, Sendable {
         metrics = WebRTCMetrics(factory: metricsFactory)
         connections = ConnectionCap(maximum: Self.maximumConnections, endpoint: "WHIP endpoint",
                                     refusals: metrics.refusedCounter(.connections), logger: logger)
+        certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
+        tlsFailures = NIOLockedValueBox(RateLimitedLogger(logger: logger))
         let identity = try DTLSIdentity.generate()
         table = NIOLoopBoundBox.makeBoxSendingValue(
             WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger), eventLoop: loop)
         logger.info("WebRTC: DTLS certificate generated (sha-256 \(identity.fingerprintText))")
+    }
+
+    /// SIGHUP: reads the certificate and key again (a renewal), for connections from now on. On failure the one in
+    /// use stays, and the reason is logged.
+    func reloadCertificate() {
+        guard let files = configuration.tls else { return }
+        do {
+            let renewed = try TLSServerCertificate(certificatePath: files.certificate, keyPath: files.key)
+            certificate.withLockedValue { $0 = renewed }
+            logger.notice("WebRTC: HTTPS certificate read again (\(renewed.subject), \(renewed.secondsUntilExpiry / 86400) days left)")
+        } catch {
+            logger.error("WebRTC: HTTPS certificate not reloaded, the previous one stays: \(error)")
+        }
     }
 
     /// A stream with `listen = "whip"` starts taking offers.
@@ -77,7 +96,11 @@ final class WebRTCServer: Service, Sendable {
             table.value.tick(now: MonotonicClock.nanoseconds())
         }
         bound.withLockedValue { $0 = (media, http, ticks) }
-        logger.info("WebRTC: WHIP on http://\(configuration.http.host):\(configuration.http.port)/whip/STREAM, media on udp \(configuration.media.host):\(configuration.media.port)")
+        let scheme = configuration.tls == nil ? "http" : "https"
+        logger.info("WebRTC: WHIP on \(scheme)://\(configuration.http.host):\(configuration.http.port)/whip/STREAM, media on udp \(configuration.media.host):\(configuration.media.port)")
+        if let certificate = certificate.withLockedValue({ $0 }) {
+            logger.info("WebRTC: HTTPS certificate \(certificate.subject), \(certificate.secondsUntilExpiry / 86400) days left")
+        }
     }
 
     /// Until shutdown; then both sockets close (after the streams, which stop first).
@@ -122,12 +145,27 @@ final class WebRTCServer: Service, Sendable {
                 let lifetime = channel.eventLoop.scheduleTask(in: .seconds(Self.connectionLifetimeSeconds)) { channel.close(promise: nil) }
                 channel.closeFuture.whenComplete { _ in lifetime.cancel() }
                 return channel.eventLoop.makeCompletedFuture {
+                    if let tls = try makeTLSHandler(for: channel) { try channel.pipeline.syncOperations.addHandler(tls) }
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table))
                 }
             }
             .bind(host: configuration.http.host, port: configuration.http.port).get()
+    }
+}
+
+extension WebRTCServer {
+    /// The connection's TLS layer when HTTPS is configured, else nil.
+    fileprivate func makeTLSHandler(for channel: Channel) throws -> TLSServerHandler? {
+        guard let certificate = certificate.withLockedValue({ $0 }) else { return nil }
+        let remote = channel.remoteAddress?.description ?? "unknown"
+        let (metrics, failures) = (self.metrics, self.tlsFailures)
+        return TLSServerHandler(connection: try certificate.makeConnection()) { reason in
+            metrics.refused(.tls)
+            let now = MonotonicClock.nanoseconds()
+            failures.withLockedValue { $0.log(.warning, key: "tls", now: now, "WHIP endpoint: TLS with \(remote) failed: \(reason)") }
+        }
     }
 }
 

@@ -1,0 +1,98 @@
+import Foundation
+import Glibc
+import StreamrecvTestSupport
+import Testing
+
+/// `[webrtc]` with an operator's certificate: the WHIP endpoint and the share page speak HTTPS (OpenSSL, the same
+/// library as DTLS). A webrtcbin client that trusts only that certificate posts its offer and sends bit-exact
+/// video; plain HTTP to the port is refused and counted; a reload reads a renewed certificate, and keeps the one
+/// in use when the new files are broken.
+@Suite(.serialized) struct WHIPOverHTTPSTests {
+    /// A daemon with one whip stream whose `[webrtc]` has `certificate` and `key`; its folder holds server.pem/.key.
+    static func daemon(_ label: String, commonName: String = "localhost", metricsPort: Int? = nil) throws -> (DaemonProcess, whipPort: Int, folder: URL) {
+        let folder = try TestEnvironment.temporaryDirectory()
+        let (certificate, key) = try TestCertificate.make(in: folder, commonName: commonName)
+        let tokenPath = folder.appendingPathComponent("whip.token").path
+        try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
+        chmod(tokenPath, 0o600)
+        let (whipPort, mediaPort) = (freePort(), freePort())
+        let tables = "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"\n"
+            + "certificate = \"\(certificate)\"\nkey = \"\(key)\""
+        let daemon = try DaemonProcess(
+            label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"],
+            daemonSettings: metricsPort.map { ["metrics": "\"127.0.0.1:\($0)\""] } ?? [:], transport: "whip", tables: tables)
+        return (daemon, whipPort, folder)
+    }
+
+    /// Polls the daemon's log until it holds `text` (a state, not a time: the deadline only ends a failing test).
+    static func waitForLog(_ daemon: DaemonProcess, _ text: String, after offset: Int = 0, timeout: TimeInterval = 20) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if daemon.log.dropFirst(offset).contains(text) { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    @Test func aClientTrustingOnlyTheCertificatePostsOverHTTPSAndIsBitExact() throws {
+        let metricsPort = freePort()
+        let (daemon, whipPort, folder) = try Self.daemon("https", metricsPort: metricsPort)
+        let certificate = folder.appendingPathComponent("server.pem").path
+        #expect(daemon.log.contains("WHIP on https://127.0.0.1:\(whipPort)/whip/STREAM"), "\(daemon.log.suffix(2000))")
+
+        // Plain HTTP to the HTTPS port: no HTTP answer, the connection closed, the failure counted and said.
+        let plain = try httpExchange(port: whipPort, "GET /streams.json HTTP/1.1\r\nHost: x\r\n\r\n", waitMilliseconds: 5000)
+        #expect(!String(decoding: plain, as: UTF8.self).contains("streams"), "plain HTTP must get nothing from the page")
+        #expect(Self.waitForLog(daemon, "failed: http request"), "\(daemon.log.suffix(2000))")
+
+        // The share page's stream list, with the certificate as the only trust anchor.
+        let list = try runProcess("curl", ["-sS", "--cacert", certificate, "https://localhost:\(whipPort)/streams.json"])
+        #expect(list.status == 0 && list.text.contains(daemon.name), "\(list.standardError)")
+
+        let record = daemon.directory.appendingPathComponent("sent.h264").path
+        let frames = 90
+        let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 30, directory: daemon.directory)
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path
+        // Python's default context trusts SSL_CERT_FILE alone: a client that would refuse any other certificate.
+        let client = try runProcess("/usr/bin/env", [
+            "SSL_CERT_FILE=\(certificate)", "/usr/bin/python3", script, "https://localhost:\(whipPort)/whip/\(daemon.name)",
+            "--token", WebRTCIngestTests.token, "--record", record, "--frames", String(frames),
+        ])
+        let last = client.text.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last == "sent \(frames) frames", "\(client.standardError)\n\(daemon.log.suffix(3000))")
+        let (status, errors) = cat.finish()
+        #expect(status == 0, "cat exited \(status): \(errors)\n\(daemon.log.suffix(3000))")
+        let mismatch = WebRTCIngestTests.contiguousMatch(try catMD5s(cat), in: try ffmpegMD5s(record))
+        #expect(mismatch == nil, "\(mismatch ?? "")\n\(daemon.log.suffix(3000))")
+        #expect(daemon.log.contains("ended: the client ended the session (DELETE)"), "\(daemon.log.suffix(2000))")
+
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect(body.contains("streamrecvd_webrtc_requests_refused_total{reason=\"tls_handshake\"} 1"), "\(body)")
+        #expect(unlabelled(body, "streamrecvd_webrtc_sessions_started_total") == 1, "\(body)")
+        #expect(!daemon.log.contains(WebRTCIngestTests.token))
+        #expect(daemon.isRunning)
+    }
+
+    /// certbot renews, then `systemctl reload`: new connections get the new certificate. A broken renewal (a key
+    /// that is not the certificate's) is refused with a reason and the certificate in use stays.
+    @Test func aReloadReadsARenewedCertificateAndKeepsTheOldOneWhenTheNewIsBroken() throws {
+        let (daemon, whipPort, folder) = try Self.daemon("renew", commonName: "first-certificate")
+        #expect(try TestCertificate.presentedSubject(port: whipPort).contains("first-certificate"))
+
+        _ = try TestCertificate.make(in: folder, commonName: "renewed-certificate")
+        var offset = daemon.log.utf8.count
+        daemon.send(signal: SIGHUP)
+        #expect(Self.waitForLog(daemon, "HTTPS certificate read again", after: offset), "\(daemon.log.suffix(2000))")
+        #expect(try TestCertificate.presentedSubject(port: whipPort).contains("renewed-certificate"))
+
+        let other = try TestCertificate.make(in: folder, name: "other", commonName: "other")
+        try FileManager.default.removeItem(atPath: folder.appendingPathComponent("server.key").path)
+        try FileManager.default.copyItem(atPath: other.key, toPath: folder.appendingPathComponent("server.key").path)
+        offset = daemon.log.utf8.count
+        daemon.send(signal: SIGHUP)
+        #expect(Self.waitForLog(daemon, "reload failed, configuration unchanged", after: offset), "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.dropFirst(offset).contains("does not belong to the certificate"), "\(daemon.log.suffix(2000))")
+        #expect(try TestCertificate.presentedSubject(port: whipPort).contains("renewed-certificate"))
+        #expect(daemon.isRunning)
+    }
+}
