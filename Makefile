@@ -62,8 +62,9 @@ check:
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
 # gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
+# aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base chromium
+	vlc-bin vlc-plugin-base chromium python3-aiortc
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests

@@ -180,7 +180,7 @@ FIELDS = ["status", "sendState", "sendCodec", "sendRate", "sendFps", "sendSize",
 def chromium_arguments(options):
     arguments = [options.chromium, "--headless=new", "--remote-debugging-pipe", f"--user-data-dir={options.profile}",
                  "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--mute-audio", "--window-size=1280,900",
+                 "--disable-component-update", "--disable-sync", "--mute-audio", f"--window-size={options.window_size}",
                  # The camera: a y4m file behind a fake device, granted without a prompt.
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-video-capture={options.clip}",
@@ -209,10 +209,17 @@ def share(options, browser):
     page.call("Input.insertText", {"text": token})
     if page.evaluate("document.getElementById('token').value") != token:
         raise Failure("the token field did not take the typed token")
-    page.click("camera")
+    page.click(options.share)
     page.wait_for("document.getElementById('status').textContent.startsWith('Sharing to')", "no connection", timeout=30)
     say("sharing")
     print("sharing", flush=True)
+    # The encoder's bitrate as the page shows it (once a second, from getStats), for the benchmark.
+    samples = []
+    started = time.monotonic()
+    while time.monotonic() - started < options.sample_seconds:
+        browser.pump(0.25)
+        samples.append([round(time.monotonic() - started, 2), page.evaluate(TEXT_OF % "sendRate"),
+                        page.evaluate(TEXT_OF % "sendSize"), page.evaluate(TEXT_OF % "sendLimit")])
     deadline = time.monotonic() + options.wait
     while not os.path.exists(options.proceed_file):  # the test reads the stream's frames meanwhile
         if time.monotonic() > deadline:
@@ -232,7 +239,7 @@ def share(options, browser):
     page.wait_for("document.getElementById('status').textContent.startsWith('Stopped')", "the page did not stop")
     stopped = page.evaluate(TEXT_OF % "status")
     return {"picture": picture, "page": shown, "stopped": stopped, "screenshot": options.screenshot,
-            "requests": whip_requests(browser, options.stream)}
+            "requests": whip_requests(browser, options.stream), "samples": samples}
 
 
 def whip_requests(browser, stream):
@@ -270,6 +277,10 @@ def main():
                         help="once sharing, wait until this file exists, then check the page and stop")
     parser.add_argument("--wait", type=float, default=120, help="seconds to wait for --proceed-file")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--window-size", default="1280,900", help="the headless screen too, for --share screen")
+    parser.add_argument("--share", choices=["camera", "screen"], default="camera",
+                        help="which button; screen: Chromium picks its own (headless) screen without asking")
+    parser.add_argument("--sample-seconds", type=float, default=0, help="after sharing starts, read the page's bitrate this long")
     parser.add_argument("--trust-spki", help="base64 SHA-256 of a certificate's public key, for an https:// page")
     options = parser.parse_args()
     # A test that gives up sends SIGTERM: close Chromium on the way out all the same.

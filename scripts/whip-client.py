@@ -4,13 +4,18 @@ the exact H.264 it sends in --record (Annex B) for the reference, and pushes it 
 
 The encoder is held behind a valve until the peer connection is up: every frame recorded is a frame sent, and the
 first is an IDR. Ends after --frames frames (then DELETE), or on SIGTERM. Prints one line per step to stderr; the
-last line on stdout is `sent N frames` or `failed: REASON`.
+last line on stdout is `sent N frames` or `failed: REASON` (among them the server's DTLS close_notify: it ended the
+session).
 
   whip-client.py URL --token TOKEN --record sent.h264 [--frames 150] [--size 640x360] [--fps 30]
+
+--wrong-fingerprint posts an offer whose a=fingerprint is not that of the certificate webrtcbin then presents (a
+man in the middle's offer, as the receiver sees it): the receiver must refuse the DTLS handshake.
 """
 import argparse
 import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -33,6 +38,7 @@ class Client:
         self.location = None
         self.result = "failed: did not finish"
         self.frames = 0
+        self.stopped = False
         width, height = options.size.split("x")
         # key-int-max: a keyframe each second, as a screen-share encoder has; bframes 0: WebRTC H.264 has none.
         description = (
@@ -72,12 +78,15 @@ class Client:
         return 0 if self.result.startswith("sent") else 1
 
     def stop(self, result):
+        if self.stopped:
+            return False
+        self.stopped = True
         self.result = result
         self.loop.quit()
 
     def on_error(self, _bus, message):
         error, debug = message.parse_error()
-        self.stop(f"failed: {error.message} ({debug})")
+        self.stop(" ".join(f"failed: {error.message} ({debug})".split()))  # one line: the last line is the result
 
     def on_timeout(self):
         self.stop(f"failed: timed out after {self.frames} frames")
@@ -111,10 +120,13 @@ class Client:
 
     def post_offer(self):
         offer = self.peer.get_property("local-description").sdp.as_text()
+        if self.options.wrong_fingerprint:
+            offer = wrong_fingerprint(offer)
         headers = {"Content-Type": "application/sdp"}
         if self.options.token:
             headers["Authorization"] = f"Bearer {self.options.token}"
         request = urllib.request.Request(self.options.url, data=offer.encode(), headers=headers, method="POST")
+        say(f"posting (CLOCK_MONOTONIC {time.monotonic_ns()} ns)")  # scripts/bench-webrtc.py: POST → first frame
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 answer = response.read().decode()
@@ -154,8 +166,17 @@ class Client:
         say(f"connection {state.value_nick}")
         if state == GstWebRTC.WebRTCPeerConnectionState.CONNECTED:
             self.gate.set_property("drop", False)
+            # The peer connection's state ignores a DTLS close_notify; the DTLS transport's shows it.
+            transport = self.peer.emit("get-transceiver", 0).get_property("sender").get_property("transport")
+            transport.connect("notify::state", self.on_dtls_state)
         elif state == GstWebRTC.WebRTCPeerConnectionState.FAILED:
             GLib.idle_add(self.stop, "failed: the peer connection failed")
+
+    def on_dtls_state(self, transport, _spec):
+        # Closed while running: the server's close_notify (it ended the session). Stopping closes it too.
+        if transport.get_property("state") == GstWebRTC.WebRTCDTLSTransportState.CLOSED and not self.stopped:
+            say("the server closed the DTLS association")
+            GLib.idle_add(self.stop, f"failed: the server closed the DTLS association after {self.frames} frames")
 
     def on_frame(self, _identity, _buffer):
         self.frames += 1
@@ -175,6 +196,17 @@ class Client:
             say(f"DELETE failed: {error}")
 
 
+def wrong_fingerprint(offer):
+    """The offer with every sha-256 fingerprint's bytes inverted: well-formed, never the certificate's."""
+    lines = []
+    for line in offer.split("\r\n"):
+        if line.startswith("a=fingerprint:sha-256 "):
+            digest = line.split(" ", 1)[1].split(":")
+            line = "a=fingerprint:sha-256 " + ":".join(f"{0xff ^ int(byte, 16):02X}" for byte in digest)
+        lines.append(line)
+    return "\r\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
@@ -192,6 +224,7 @@ def main():
     parser.add_argument("--no-nack", action="store_true", help="offer no NACK/RTX")
     parser.add_argument("--verbose", action="store_true", help="print the offer and the answer")
     parser.add_argument("--keep", action="store_true", help="leave without DELETE (a client that vanishes)")
+    parser.add_argument("--wrong-fingerprint", action="store_true", help="post an offer whose fingerprint is not our certificate's")
     options = parser.parse_args()
     Gst.init(None)
     client = Client(options)

@@ -82,12 +82,15 @@ public enum WebRTCAnswer {
     public static let maximumCandidates = 32
 
     /// The answer text (CRLF line ends) and the negotiated video. Throws when the offer has no video this server
-    /// can take, or when `local` is not something to put in SDP.
+    /// can take, or when `local` is not something to put in SDP. `feedback` is what this server is willing to send
+    /// (an operator may turn REMB off); what is answered is that, where the offer allows it.
     public static func make(
-        for offer: WebRTCOffer, local: LocalParameters, codecs: Set<VideoCodec>
+        for offer: WebRTCOffer, local: LocalParameters, codecs: Set<VideoCodec>,
+        feedback: Set<NegotiatedVideo.Feedback> = Set(NegotiatedVideo.Feedback.allCases)
     ) throws(WebRTCAnswerError) -> (sdp: String, media: NegotiatedVideo) {
         try validate(local)
-        let (chosen, video) = try VideoChoice.choose(in: offer, codecs: codecs)
+        var (chosen, video) = try VideoChoice.choose(in: offer, codecs: codecs)
+        video.feedback.formIntersection(feedback)
         var lines = sessionLines(local: local, mid: video.mid)
         let connection = connectionLine(local)
         for (index, media) in offer.media.enumerated() {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <time.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -60,8 +61,9 @@ cdtls_tls_server *cdtls_tls_server_new(const char *certificate_path, const char 
         free(server);
         return NULL;
     }
-    // No renegotiation; tickets and the session cache stay (a browser reconnects for every request it makes).
-    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    // No renegotiation. Resumption through the server's session cache, not tickets: a ticket key would live until
+    // the next reload and decrypt every TLS 1.2 ticket issued under it.
+    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
     SSL_CTX_set_mode(context, SSL_MODE_RELEASE_BUFFERS);
     server->context = context;
     return server;
@@ -88,7 +90,10 @@ size_t cdtls_tls_server_subject(const cdtls_tls_server *server, char *out, size_
     if (certificate == NULL || capacity == 0) {
         return 0;
     }
-    X509_NAME_oneline(X509_get_subject_name(certificate), out, (int)capacity);
+    out[0] = '\0';
+    if (X509_NAME_oneline(X509_get_subject_name(certificate), out, capacity > INT_MAX ? INT_MAX : (int)capacity) == NULL) {
+        out[0] = '\0';
+    }
     return strlen(out);
 }
 
@@ -164,6 +169,9 @@ cdtls_tls_state cdtls_tls_connection_feed(cdtls_tls_connection *connection, cons
         return connection->state;
     }
     ERR_clear_error();
+    if (length > INT_MAX) {
+        return fail(connection, "a read larger than OpenSSL takes");
+    }
     if (length > 0 && BIO_write(connection->incoming, bytes, (int)length) != (int)length) {
         return fail(connection, "out of memory");
     }

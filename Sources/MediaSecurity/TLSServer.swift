@@ -72,6 +72,8 @@ public final class TLSServerConnection {
     }
 
     private let handle: OpaquePointer
+    /// Reused for every copy out of OpenSSL (a record is at most 16 KiB).
+    private var chunk = [UInt8](repeating: 0, count: 16 << 10)
 
     init(handle: OpaquePointer) { self.handle = handle }
 
@@ -113,7 +115,6 @@ public final class TLSServerConnection {
 
     private func drain(_ take: (UnsafeMutablePointer<UInt8>, Int) -> Int) -> [UInt8] {
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
         while true {
             let count = chunk.withUnsafeMutableBufferPointer { take($0.baseAddress!, $0.count) }
             if count == 0 { return result }

@@ -30,6 +30,12 @@ struct StreamEntry {
         return number
     }
 
+    func boolean(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let value = table[key] else { return nil }
+        guard let flag = value.bool else { throw error(key, "\(key) must be true or false") }
+        return flag
+    }
+
     /// One of an enum's raw values; `message` says which are allowed.
     func choice<Value: RawRepresentable>(_ key: String, _ message: String) throws(ConfigurationError) -> Value?
     where Value.RawValue == String {

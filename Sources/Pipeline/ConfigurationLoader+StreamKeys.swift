@@ -20,8 +20,8 @@ extension ConfigurationLoader {
             return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "rtp_reorder_window applies to rtp://, rtsp:// and whip streams only"
         case "keyframe_request", "keyframe_request_interval":
             return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "\(key) needs an rtp://, rtsp:// or whip stream (RTCP feedback)"
-        case "token_file":
-            return source.transport == .whip ? nil : "token_file applies to listen = \"whip\" streams only"
+        case "token_file", "remb":
+            return source.transport == .whip ? nil : "\(key) applies to listen = \"whip\" streams only"
         case "receive_buffer":
             switch source {
             case .udp, .rtp: return nil

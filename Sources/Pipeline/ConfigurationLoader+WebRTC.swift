@@ -106,6 +106,7 @@ extension ConfigurationLoader {
             throw entry.error("token_file", "token_file \(path): \(problem.message)")
         }
         var settings = WebRTCSettings(token: token, tokenFile: path)
+        if let remb = try entry.boolean("remb") { settings.remb = remb }
         if let window = try entry.integer("rtp_reorder_window", 1...1024) { settings.rtp.reorderWindow = window }
         if let request: KeyframeRequest = try entry.choice("keyframe_request", "keyframe_request must be none, pli or fir") {
             settings.rtp.keyframeRequest = request

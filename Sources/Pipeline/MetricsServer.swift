@@ -66,6 +66,8 @@ final class MetricsServer: Service {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 16)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // Replies a client does not read stop the reading of its requests (BackPressureHandler) at 64 KiB.
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: 16 << 10, high: 64 << 10))
                 .serverChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandlers(AcceptErrorReporter.handlers(
@@ -75,6 +77,7 @@ final class MetricsServer: Service {
                 .childChannelInitializer { [self] channel in
                     guard connections.admit(channel) else { return channel.close() }
                     return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
                         try channel.pipeline.syncOperations.addHandler(
                             IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
@@ -97,8 +100,13 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
+    /// A scraper asks once per interval, and an idle connection closes after `idleSeconds`: a client pipelining
+    /// more than this on one connection is cut off (replies it never reads would pile up).
+    static let maximumRequestsPerConnection = 120
+
     private let registry: PrometheusCollectorRegistry
     private var head: HTTPRequestHead?
+    private var requests = 0
 
     init(registry: PrometheusCollectorRegistry) { self.registry = registry }
 
@@ -114,6 +122,8 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let request):
+            requests += 1
+            guard requests <= Self.maximumRequestsPerConnection else { return context.close(promise: nil) }
             head = request
         case .body:
             break

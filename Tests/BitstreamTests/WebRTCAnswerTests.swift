@@ -82,6 +82,14 @@ import Testing
         #expect(aiortc.feedback == [.nack, .pli, .remb] && aiortc.transportWideCCID == nil)
     }
 
+    /// `remb = false`: the answer neither offers nor promises REMB, whatever the offer allowed.
+    @Test func feedbackTheServerWillNotSendIsNotAnswered() throws {
+        let offer = try WebRTCOffer.parse(Fixtures.obs)
+        let (sdp, media) = try WebRTCAnswer.make(for: offer, local: Fixtures.local, codecs: Fixtures.bothCodecs, feedback: [.nack, .pli, .fir])
+        #expect(media.feedback == [.nack, .pli])
+        #expect(!sdp.contains("goog-remb") && sdp.contains("a=rtcp-fb:96 nack pli"), "\(sdp)")
+    }
+
     @Test func aBundleOnlyVideoBehindARejectedTagIsAccepted() throws {
         // webrtcbin's audio is the offerer-tagged m-section; the answer rejects it and bundles the video alone
         // (GStreamer 1.22 took this answer: set-remote-description reached the stable state).

@@ -29,9 +29,20 @@ import Testing
         #expect(!settings.token.matches(Array("a-good-token-of-32-characters-000".utf8)))
         #expect(!"\(settings)".contains("a-good-token"), "the token must never be printed")
         #expect(settings.rtp.keyframeRequest == .fir && settings.rtp.rtcpMux)
+        #expect(settings.remb && settings.feedback.contains(.remb))
         #expect(configuration.webrtc?.url(of: "screen") == "http://127.0.0.1:8889/whip/screen")
         #expect(configuration.warnings.isEmpty, "\(configuration.warnings)")
         #expect(ConfigurationReport(configuration).lines.first?.contains("WHIP http://127.0.0.1:8889/whip/screen") == true)
+    }
+
+    @Test func rembCanBeTurnedOffOnAWhipStreamOnly() throws {
+        let (folder, name) = try Self.tokenFile()
+        let configuration = try ConfigurationLoader.parse(
+            Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\nremb = false\n", file: folder + "/c.toml")
+        let settings = try #require(configuration.streams.first?.webrtc)
+        #expect(!settings.remb && !settings.feedback.contains(.remb) && settings.feedback.contains(.nack))
+        _ = expectRefused(Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\nremb = false\n", line: 7, message: "remb applies to listen = \"whip\" streams only")
+        _ = expectRefused(Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\nremb = \"no\"\n", line: 8, message: "remb must be true or false")
     }
 
     @Test func aTokenReadableByEveryoneIsWarnedAbout() throws {

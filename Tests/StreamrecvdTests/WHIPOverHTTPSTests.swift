@@ -95,4 +95,59 @@ import Testing
         #expect(try TestCertificate.presentedSubject(port: whipPort).contains("renewed-certificate"))
         #expect(daemon.isRunning)
     }
+
+    /// The daemon's peak resident memory so far (VmHWM), in kB.
+    static func peakMemory(_ daemon: DaemonProcess) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(daemon.pid ?? 0)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+    }
+
+    /// Found by the red-team pass: 8 connections pipelining `GET /` (the 13.7 KB page) without reading the replies
+    /// took the daemon from 54 MB to 5.1 GB. Now a connection's requests stop being read while its replies wait
+    /// (64 KiB), and a connection is cut after 120 requests.
+    @Test func pipelinedRequestsNobodyReadsDoNotPileUpReplies() throws {
+        let (daemon, whipPort, _) = try Self.daemon("pipeline")
+        let before = Self.peakMemory(daemon)
+        let flood = """
+            import socket, ssl, sys, threading, time
+            context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
+            requests = b"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" * 300
+            sent = [0] * 8
+            def flood(index):
+                raw = socket.socket(); raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                raw.connect(("127.0.0.1", int(sys.argv[1])))
+                connection = context.wrap_socket(raw, server_hostname="localhost"); connection.settimeout(1)
+                end = time.monotonic() + 6
+                try:
+                    while time.monotonic() < end:
+                        connection.sendall(requests); sent[index] += 300
+                except OSError:
+                    pass
+            threads = [threading.Thread(target=flood, args=(i,)) for i in range(8)]
+            [thread.start() for thread in threads]; [thread.join() for thread in threads]
+            print(sum(sent))
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", flood, String(whipPort)])
+        let growth = Self.peakMemory(daemon) - before
+        print("WHIPOverHTTPSTests: \(result.text.trimmingCharacters(in: .whitespacesAndNewlines)) requests pipelined unread, peak RSS +\(growth) kB")
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(growth < 256 << 10, "peak RSS grew by \(growth) kB")
+        let list = try runProcess("curl", ["-sS", "-k", "https://localhost:\(whipPort)/streams.json"])
+        #expect(list.status == 0 && list.text.contains(daemon.name), "\(list.standardError)")
+        #expect(daemon.isRunning)
+    }
+
+    /// A connection that starts a handshake and stalls gives its place back after 5 s, counted and said.
+    @Test func aHandshakeThatStallsIsCutCountedAndSaid() throws {
+        let metricsPort = freePort()
+        let (daemon, whipPort, _) = try Self.daemon("stall", metricsPort: metricsPort)
+        // The first bytes of a ClientHello (a handshake record of 512 bytes), and then nothing.
+        let stalled = try httpExchange(port: whipPort, String(decoding: [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01], as: UTF8.self),
+                                       waitMilliseconds: 20_000)
+        #expect(stalled.isEmpty)
+        #expect(Self.waitForLog(daemon, "failed: handshake not finished within 5 s"), "\(daemon.log.suffix(2000))")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect(body.contains("streamrecvd_webrtc_requests_refused_total{reason=\"tls_handshake\"} 1"), "\(body)")
+        #expect(daemon.isRunning)
+    }
 }

@@ -22,7 +22,7 @@ enum SharePageRoutes {
     private static let page = ByteBuffer(string: SharePage.html)
 
     /// Answers `request` if its path is one of ours and returns true; returns false to leave it to the WHIP handler
-    /// (its 404 for other paths, its 405 for GET of a WHIP resource). Runs on the server's event loop; a frame's
+    /// (its 404 for other paths, its 405 for GET of a WHIP resource). Runs on the session table's loop; a frame's
     /// answer is written later, from there too, once the frame is encoded.
     static func serve(
         _ request: HTTPRequestHead, table: WebRTCSessionTable, channel: Channel, remote: SocketAddress?,

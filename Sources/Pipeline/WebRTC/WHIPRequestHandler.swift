@@ -8,17 +8,25 @@ import NIOHTTP1
 /// session's `Location`; `DELETE` of that location ends the session; `OPTIONS` answers CORS preflights so that a
 /// page of another origin may post; `PATCH` (trickle ICE) is 405: our candidates are all in the answer and the
 /// client's are learnt from its checks. Every request but OPTIONS carries the stream's bearer token (RFC 6750).
+///
+/// HTTP (and TLS) run on a loop of their own: a request, once whole, is answered on the session table's loop (the
+/// media socket's), and the reply is written through the channel. A flood of requests then costs the HTTP thread,
+/// not the media; HTTPServerPipelineHandler holds a connection's next request until the reply's `.end`.
 final class WHIPRequestHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     /// An SDP offer is a few kilobytes; Chromium's with every codec about 10.
     static let maximumBodyBytes = 64 << 10
+    /// Requests on one connection: a WHIP client makes two or three, the share page's picture about 5 a second for
+    /// the connection's 15 s. A client pipelining more is cut off (replies it never reads would pile up).
+    static let maximumRequestsPerConnection = 120
 
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var oversized = false
+    private var requests = 0
 
     init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
 
@@ -30,6 +38,8 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let request):
+            requests += 1
+            guard requests <= Self.maximumRequestsPerConnection else { return context.close(promise: nil) }
             head = request
             body = []
             oversized = false
@@ -44,19 +54,23 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         case .end:
             guard let request = head else { return }
             head = nil
-            // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
-            // a frame's answer comes later, once encoded off this loop, so those routes write their own replies.
-            if request.method == .GET || request.method == .HEAD,
-               SharePageRoutes.serve(request, table: table.value, channel: context.channel, remote: context.remoteAddress,
-                                     authorized: authorized) { return }
-            let reply = oversized
-                ? Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n")
-                : respond(to: request, remote: context.remoteAddress)
-            write(reply, for: request, context: context)
+            let (table, body, channel, remote) = (self.table, self.body, context.channel, context.remoteAddress)
+            self.body = []
+            if oversized {
+                return Self.write(Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n"), for: request, channel: channel)
+            }
+            table.eventLoop.execute {
+                let tables = table.value
+                // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
+                // a frame's answer comes later, once encoded off the loop, so those routes write their own replies.
+                if request.method == .GET || request.method == .HEAD,
+                   SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: Self.authorized) { return }
+                Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote), for: request, channel: channel)
+            }
         }
     }
 
-    struct Reply {
+    struct Reply: Sendable {
         var status: HTTPResponseStatus
         var headers: [(String, String)] = []
         var body: String
@@ -68,14 +82,14 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         }
     }
 
-    private func respond(to request: HTTPRequestHead, remote: SocketAddress?) -> Reply {
+    /// On the table's loop.
+    private static func respond(to request: HTTPRequestHead, body: [UInt8], tables: WebRTCSessionTable, remote: SocketAddress?) -> Reply {
         let path = request.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.uri
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         // "", "whip", STREAM[, SESSION]
         guard parts.count >= 3, parts.count <= 4, parts[0].isEmpty, parts[1] == "whip", !parts[2].isEmpty else {
             return Reply(.notFound, "WHIP endpoints are /whip/STREAM\n")
         }
-        let tables = table.value
         let now = MonotonicClock.nanoseconds()
         if request.method == .OPTIONS { return Reply(.noContent, "", headers: [("Accept-Post", "application/sdp")]) }
         guard let route = tables.routes[parts[2]] else {
@@ -90,7 +104,7 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         }
         switch (request.method, parts.count) {
         case (.POST, 3):
-            return offer(request, stream: parts[2], remote: remote, now: now)
+            return offer(request, body: body, stream: parts[2], tables: tables, remote: remote, now: now)
         case (.DELETE, 4):
             return tables.delete(stream: parts[2], session: parts[3], now: now)
                 ? Reply(.ok, "") : Reply(.notFound, "no such session\n")
@@ -102,35 +116,38 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         }
     }
 
-    private func offer(_ request: HTTPRequestHead, stream: String, remote: SocketAddress?, now: UInt64) -> Reply {
+    private static func offer(
+        _ request: HTTPRequestHead, body: [UInt8], stream: String, tables: WebRTCSessionTable, remote: SocketAddress?, now: UInt64
+    ) -> Reply {
         let type = request.headers.first(name: "Content-Type")?.split(separator: ";").first?.trimmingCharacters(in: " ").lowercased()
         guard type == "application/sdp" else {
             return Reply(.unsupportedMediaType, "the offer must be sent as Content-Type: application/sdp\n")
         }
         guard let text = String(validating: body, as: UTF8.self) else {
-            table.value.metrics.refused(.badOffer)
+            tables.metrics.refused(.badOffer)
             return Reply(.badRequest, "the offer is not UTF-8 text\n")
         }
-        switch table.value.offer(stream: stream, sdp: text, from: remote, now: now) {
+        switch tables.offer(stream: stream, sdp: text, from: remote, now: now) {
         case .created(let id, let answer):
             return Reply(.created, answer, headers: [("Content-Type", "application/sdp"), ("Location", "/whip/\(stream)/\(id)")])
         case .refused(let reason, let status, let message):
-            table.value.metrics.refused(reason)
-            table.value.logRefusal(key: "offer-\(reason.rawValue)", now: now,
+            tables.metrics.refused(reason)
+            tables.logRefusal(key: "offer-\(reason.rawValue)", now: now,
                                    "WHIP offer for stream \(stream) refused (\(status.code)): \(message) (remote \(remote?.description ?? "unknown"))")
             // A session that goes quiet is taken over after the hold (a couple of seconds): say when to try again.
             return Reply(status, message + "\n", headers: status == .conflict ? [("Retry-After", "2")] : [])
         }
     }
 
-    private func authorized(_ headers: HTTPHeaders, route: WebRTCRoute) -> Bool {
+    private static func authorized(_ headers: HTTPHeaders, route: WebRTCRoute) -> Bool {
         let values = headers["Authorization"]
         guard values.count == 1, let value = values.first, value.utf8.count > 7,
               value.prefix(7).lowercased() == "bearer " else { return false }
         return route.settings.token.matches(value.utf8.dropFirst(7))
     }
 
-    private func write(_ reply: Reply, for request: HTTPRequestHead, context: ChannelHandlerContext) {
+    /// Through the channel (from any thread): the reply is made on the table's loop.
+    private static func write(_ reply: Reply, for request: HTTPRequestHead, channel: Channel) {
         var headers = HTTPHeaders()
         for (name, value) in reply.headers { headers.add(name: name, value: value) }
         if !headers.contains(name: "Content-Type") { headers.add(name: "Content-Type", value: "text/plain; charset=utf-8") }
@@ -143,14 +160,14 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         headers.add(name: "Access-Control-Expose-Headers", value: "Location")
         let keepAlive = request.isKeepAlive
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: reply.status, headers: headers))), promise: nil)
-        if !bytes.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil) }
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive { done.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) } }
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: request.version, status: reply.status, headers: headers)), promise: nil)
+        if !bytes.isEmpty { channel.write(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: bytes))), promise: nil) }
+        let done = channel.writeAndFlush(HTTPServerResponsePart.end(nil))
+        if !keepAlive { done.whenComplete { _ in channel.close(promise: nil) } }
     }
 
     /// A stream name from a URL, safe in a reply or a log line.
-    private func printable(_ text: String) -> String {
+    private static func printable(_ text: String) -> String {
         String(text.unicodeScalars.prefix(64).map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7f ? Character($0) : "?" })
     }
 }

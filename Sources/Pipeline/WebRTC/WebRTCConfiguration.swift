@@ -1,3 +1,5 @@
+import Bitstream
+
 /// `[webrtc]`: the daemon's one WHIP endpoint (HTTP) and its one ICE port (UDP), shared by every stream with
 /// `listen = "whip"`. Sessions are told apart by their ICE username, then by their address (RFC 8445 §2.5).
 public struct WebRTCServerConfiguration: Sendable, Equatable {
@@ -39,6 +41,13 @@ public struct WebRTCSettings: Sendable, Equatable {
     public var tokenFile: String
     /// Reorder window and keyframe requests; payload type and clock rate come from the negotiated session.
     public var rtp: RTPSettings
+    /// `remb = false`: no REMB offered or sent; the sender's congestion control has only its loss-based estimate.
+    public var remb = true
+
+    /// The RTCP feedback answers may offer to send.
+    var feedback: Set<WebRTCAnswer.NegotiatedVideo.Feedback> {
+        Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { remb || $0 != .remb })
+    }
 
     public init(token: BearerToken, tokenFile: String) {
         self.token = token

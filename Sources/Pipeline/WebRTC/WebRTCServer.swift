@@ -19,8 +19,14 @@ final class WebRTCServer: Service, Sendable {
     static let idleSeconds: Int64 = 10
     /// Long enough for a WHIP exchange on a slow link (the offer is a few kilobytes, the answer is immediate).
     static let connectionLifetimeSeconds: Int64 = 15
+    /// How long a TLS handshake may take: a client that has not finished by then gives its connection's place back.
+    static let handshakeSeconds: Int64 = 5
     let configuration: WebRTCServerConfiguration
+    /// The media socket, the session table and its timer.
     private let loop: EventLoop
+    /// HTTP and TLS of the WHIP endpoint: a thread of their own, so that requests (and handshakes) cost it and not
+    /// the media. Replies are made on `loop` (WHIPRequestHandler).
+    private let httpLoops: MultiThreadedEventLoopGroup
     private let logger: Logger
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     let metrics: WebRTCMetrics
@@ -35,6 +41,7 @@ final class WebRTCServer: Service, Sendable {
     init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
         loop = group.next()
+        httpLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
         connections = ConnectionCap(maximum: Self.maximumConnections, endpoint: "WHIP endpoint",
@@ -106,10 +113,12 @@ final class WebRTCServer: Service, Sendable {
     /// Until shutdown; then both sockets close (after the streams, which stop first).
     func run() async throws {
         try? await gracefulShutdown()
-        guard let (media, http, ticks) = bound.withLockedValue({ $0 }) else { return }
-        ticks.cancel()
-        try? await http.close()
-        try? await media.close()
+        if let (media, http, ticks) = bound.withLockedValue({ $0 }) {
+            ticks.cancel()
+            try? await http.close()
+            try? await media.close()
+        }
+        try? await httpLoops.shutdownGracefully()
     }
 
     private func bindMedia() async throws -> Channel {
@@ -135,9 +144,11 @@ final class WebRTCServer: Service, Sendable {
 
     private func bindHTTP() async throws -> Channel {
         let table = self.table
-        return try await ServerBootstrap(group: loop)
-            .serverChannelOption(.backlog, value: 16)
+        return try await ServerBootstrap(group: httpLoops)
+            .serverChannelOption(.backlog, value: 128)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Replies a client does not read stop the reading of its requests (BackPressureHandler) at 64 KiB.
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 16 << 10, high: 64 << 10))
             .childChannelInitializer { [self] channel in
                 guard connections.admit(channel) else { return channel.close() }
                 // A whole connection lives at most `connectionLifetime`: the idle timer restarts with every byte, so
@@ -146,6 +157,7 @@ final class WebRTCServer: Service, Sendable {
                 channel.closeFuture.whenComplete { _ in lifetime.cancel() }
                 return channel.eventLoop.makeCompletedFuture {
                     if let tls = try makeTLSHandler(for: channel) { try channel.pipeline.syncOperations.addHandler(tls) }
+                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table))
@@ -161,7 +173,7 @@ extension WebRTCServer {
         guard let certificate = certificate.withLockedValue({ $0 }) else { return nil }
         let remote = channel.remoteAddress?.description ?? "unknown"
         let (metrics, failures) = (self.metrics, self.tlsFailures)
-        return TLSServerHandler(connection: try certificate.makeConnection()) { reason in
+        return TLSServerHandler(connection: try certificate.makeConnection(), handshakeDeadline: .seconds(Self.handshakeSeconds)) { reason in
             metrics.refused(.tls)
             let now = MonotonicClock.nanoseconds()
             failures.withLockedValue { $0.log(.warning, key: "tls", now: now, "WHIP endpoint: TLS with \(remote) failed: \(reason)") }

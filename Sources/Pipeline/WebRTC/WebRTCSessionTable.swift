@@ -78,7 +78,10 @@ final class WebRTCSessionTable {
         guard route.configuration.allow.allows(remote) else {
             return .refused(.notAllowed, status: .forbidden, message: "this address is not in the stream's allow list")
         }
-        guard sessions.count < configuration.maximumSessions else {
+        // An offer that takes over its stream's session frees that session's place: with the table full, a client
+        // back after a crash (its old session stale) is let in, not refused for its own leftover.
+        let replacesOne = if case .takeOver = decision(for: route, now: now)?.verdict { true } else { false }
+        guard sessions.count < configuration.maximumSessions || replacesOne else {
             return .refused(.full, status: .serviceUnavailable, message: "\(configuration.maximumSessions) WebRTC sessions are open (max_sessions)")
         }
         let offer: WebRTCOffer
@@ -96,7 +99,7 @@ final class WebRTCSessionTable {
         let codecs: Set<VideoCodec> = route.configuration.codec.map { [$0] } ?? [.h264, .h265]
         let answer: (sdp: String, media: WebRTCAnswer.NegotiatedVideo)
         do {
-            answer = try WebRTCAnswer.make(for: offer, local: local, codecs: codecs)
+            answer = try WebRTCAnswer.make(for: offer, local: local, codecs: codecs, feedback: route.settings.feedback)
         } catch {
             return .refused(.noCodec, status: .unsupportedMediaType, message: "\(error)")
         }
@@ -117,10 +120,8 @@ final class WebRTCSessionTable {
     /// The stream's `second_sender` policy against its current session: a session that has delivered no video
     /// for the hold time is taken over whatever the policy.
     private func admit(stream route: WebRTCRoute, now: UInt64) -> OfferOutcome? {
-        let name = route.configuration.name
-        guard let id = current[name], let session = sessions[id] else { return nil }
-        let quiet = SenderDeadlines.quiet(admittedAt: session.createdAt, lastProgress: route.activity.lastProgress(of: session.connection), now: now)
-        switch route.configuration.admissionPolicy.decide(currentQuietFor: quiet) {
+        guard case let (id, verdict)? = decision(for: route, now: now) else { return nil }
+        switch verdict {
         case .admit:
             return nil
         case .refuse:
@@ -131,6 +132,14 @@ final class WebRTCSessionTable {
             end(id, .takenOver, "a new session takes over", now: now)
             return nil
         }
+    }
+
+    /// The stream's current session and what its `second_sender` policy says of a new one against it; nil when
+    /// the stream has none.
+    private func decision(for route: WebRTCRoute, now: UInt64) -> (current: String, verdict: AdmissionPolicy.Decision)? {
+        guard let id = current[route.configuration.name], let session = sessions[id] else { return nil }
+        let quiet = SenderDeadlines.quiet(admittedAt: session.createdAt, lastProgress: route.activity.lastProgress(of: session.connection), now: now)
+        return (id, route.configuration.admissionPolicy.decide(currentQuietFor: quiet))
     }
 
     /// DELETE of a session's URL: true when it existed for that stream.
@@ -232,7 +241,14 @@ final class WebRTCSessionTable {
             current[session.stream] = nil
             if let route = routes[session.stream] {
                 if session.isConnected {
-                    route.worker.enqueue(.disconnected(session.connection, reason: reason == .takenOver ? .takenOver : .closedBySender))
+                    // The decode thread's "sender disconnected" line says why: a stream that stops (a reload removed
+                    // or changed it) closed it, as a datagram listener's stream does, not the sender.
+                    let disconnect: DisconnectReason = switch reason {
+                    case .takenOver: .takenOver
+                    case .streamStopped: .listenerClosed
+                    default: .closedBySender
+                    }
+                    route.worker.enqueue(.disconnected(session.connection, reason: disconnect))
                 }
                 route.worker.enqueue(.sourceStatus("WebRTC: waiting for a WHIP client (the last session ended: \(reason.rawValue))"))
             }
