@@ -139,6 +139,7 @@ def chromium_rates(options, work, whip_port, stream, share, clip):
     profile = tempfile.mkdtemp(prefix="profile.", dir=work)
     proceed = os.path.join(work, "proceed")
     open(proceed, "w").close()  # no waiting once sampled
+    probe = probe_frames(options, stream, 30)
     result = subprocess.run(
         ["/usr/bin/python3", os.path.join(ROOT, "scripts/chromium-share.py"), f"http://127.0.0.1:{whip_port}/",
          "--stream", stream, "--token-file", os.path.join(work, "token"), "--clip", clip,
@@ -146,14 +147,24 @@ def chromium_rates(options, work, whip_port, stream, share, clip):
          "--share", share, "--window-size", "1920,1080", "--sample-seconds", "6.2"],
         capture_output=True, text=True, timeout=180)
     try:
-        samples = json.loads(result.stdout.strip().splitlines()[-1])["samples"]
-    except (IndexError, KeyError, ValueError):
+        output = json.loads(result.stdout.strip().splitlines()[-1])
+        samples = output["samples"]
+        posted = next(request["sent_ns"] for request in output["requests"] if request["method"] == "POST")
+    except (IndexError, KeyError, ValueError, StopIteration):
         print(f"chromium {stream} {share}: {result.stdout[-300:]} {result.stderr[-800:]}", file=sys.stderr)
+        probe.kill()
         return None
+    try:
+        lines, _ = probe.communicate(timeout=15)
+        first = int(lines.split()[1])
+    except (subprocess.TimeoutExpired, IndexError, ValueError):
+        probe.kill()
+        first = None
     by_second = {}
     for elapsed, rate, size, _limit in samples:
         if rate.endswith("kbit/s"):
             by_second[int(elapsed)] = (int(rate.split()[0]), size)
+    by_second["setup_ms"] = (first - posted) / 1e6 if first else None
     return by_second
 
 
@@ -265,8 +276,13 @@ hwaccel = "none"
                 print(f"| {source} | {feedback} | failed |" + " |" * 6)
                 continue
             cells = [f"{by_second[second][0]} kbit/s" if second in by_second else "–" for second in range(1, 7)]
-            size = next((value[1] for value in by_second.values()), "?")
+            size = next((by_second[second][1] for second in range(1, 7) if second in by_second), "?")
             print(f"| {source} | {feedback} | " + " | ".join(cells) + f" | {size} |")
+        browser = [value["setup_ms"] for value in rates.values() if value and value.get("setup_ms") is not None]
+        if browser:
+            print(f"\nChromium POST → first frame readable, {len(browser)} sessions (the page's POST as DevTools stamps it, the "
+                  f"ring's frame as latency-probe reads it): median {statistics.median(browser):.0f} ms, min {min(browser):.0f} ms, "
+                  f"max {max(browser):.0f} ms.")
     if setups:
         print(f"\nwebrtcbin POST → first frame readable, {len(setups)} sessions: median {statistics.median(setups):.0f} ms, "
               f"min {min(setups):.0f} ms, max {max(setups):.0f} ms (ICE, DTLS, the valve opening the encoder, its first "
