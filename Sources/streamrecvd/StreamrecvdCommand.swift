@@ -40,6 +40,7 @@ struct StreamrecvdCommand: AsyncParsableCommand {
         if checkConfig != nil {
             var report = ConfigurationReport(configuration)
             report.checkHardware(configuration)
+            report.checkPorts(configuration)
             for line in report.lines { print(line) }
             for warning in report.warnings { print("warning: \(warning)") }
             for error in report.errors { printError("streamrecvd: \(path):\(error.line.map { "\($0):" } ?? "") \(error.message)") }

@@ -127,4 +127,41 @@ import Testing
         #expect(configuration.warnings.contains { $0.contains("expires in 1 days") || $0.contains("expires in 2 days") }, "\(configuration.warnings)")
         #expect(configuration.warnings.contains { $0.contains("HTTPS private key") && $0.contains("readable by every user") }, "\(configuration.warnings)")
     }
+
+    /// A socket of `type` bound to a free loopback port and kept open; the descriptor and the port.
+    static func occupiedPort(_ type: Int32) -> (descriptor: Int32, port: Int) {
+        let descriptor = socket(AF_INET, type, 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                _ = bind(descriptor, $0, length)
+                _ = getsockname(descriptor, $0, &length)
+            }
+        }
+        if type == Int32(SOCK_STREAM.rawValue) { listen(descriptor, 1) }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// --check-config warns when another program holds `[webrtc]`'s ports (the daemon would exit at start).
+    @Test func portsHeldByAnotherProgramAreWarnedAbout() throws {
+        let (folder, name) = try Self.tokenFile()
+        let (http, media) = (Self.occupiedPort(Int32(SOCK_STREAM.rawValue)), Self.occupiedPort(Int32(SOCK_DGRAM.rawValue)))
+        let text = "[webrtc]\nlisten = \"127.0.0.1:\(http.port)\"\nmedia = \"127.0.0.1:\(media.port)\"\n[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\n"
+        let loaded = try? ConfigurationLoader.parse(text, file: folder + "/c.toml")
+        var report = loaded.map { ConfigurationReport($0, shm: nil) }
+        if let loaded { report?.checkPorts(loaded) }
+        close(http.descriptor)
+        close(media.descriptor)
+        let warnings = report?.warnings ?? ["the configuration did not load"]
+        #expect(warnings.contains { $0.contains("listen = \"127.0.0.1:\(http.port)\" cannot be bound now") }, "\(warnings)")
+        #expect(warnings.contains { $0.contains("media = \"127.0.0.1:\(media.port)\" cannot be bound now") }, "\(warnings)")
+        let configuration = try #require(loaded)
+        var free = ConfigurationReport(configuration, shm: nil)
+        free.checkPorts(configuration)
+        #expect(!free.warnings.contains { $0.contains("cannot be bound now") }, "\(free.warnings)")
+    }
 }
+
