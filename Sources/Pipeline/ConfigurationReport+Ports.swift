@@ -7,38 +7,26 @@ extension ConfigurationReport {
     public mutating func checkPorts(_ configuration: DaemonConfiguration) {
         guard let webrtc = configuration.webrtc else { return }
         for (key, address, type) in [("listen", webrtc.http, SOCK_STREAM), ("media", webrtc.media, SOCK_DGRAM)] {
-            guard let host = BindAddress.resolve(address.host)?.first,
-                  let problem = Self.bindProblem(host, port: address.port, type: Int32(type.rawValue)) else { continue }
+            guard let problem = Self.bindProblem(host: address.host, port: address.port, type: Int32(type.rawValue)) else { continue }
             warnings.append("[webrtc] \(key) = \"\(address.host):\(address.port)\" cannot be bound now (\(problem)): the daemon will not start while that lasts (the running daemon may be what holds it)")
         }
     }
 
-    /// Binds a socket of `type` to `address:port` and closes it at once; the error, or nil when it could be bound.
-    static func bindProblem(_ address: BindAddress, port: Int, type: Int32) -> String? {
-        let descriptor = socket(address.isIPv6 ? AF_INET6 : AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    /// Binds a socket of `type` to `host:port` (its first address) and closes it at once; the error, or nil when it
+    /// could be bound (or the host does not resolve: the configuration's own checks say so).
+    static func bindProblem(host: String, port: Int, type: Int32) -> String? {
+        var hints = addrinfo()
+        hints.ai_socktype = type
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { return nil }
+        defer { freeaddrinfo(list) }
+        let descriptor = socket(first.pointee.ai_family, type | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return String(cString: strerror(errno)) }
         defer { close(descriptor) }
         // As the daemon binds: the HTTP listener with SO_REUSEADDR (a TIME_WAIT leftover is no conflict), media without.
         var one: Int32 = 1
         if type == Int32(SOCK_STREAM.rawValue) { setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
-        let result: Int32
-        if address.isIPv6 {
-            var socketAddress = sockaddr_in6()
-            socketAddress.sin6_family = sa_family_t(AF_INET6)
-            socketAddress.sin6_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &socketAddress.sin6_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-        } else {
-            var socketAddress = sockaddr_in()
-            socketAddress.sin_family = sa_family_t(AF_INET)
-            socketAddress.sin_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &socketAddress.sin_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-        }
-        return result == 0 ? nil : String(cString: strerror(errno))
+        return bind(descriptor, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 ? nil : String(cString: strerror(errno))
     }
 }
