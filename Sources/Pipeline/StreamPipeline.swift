@@ -149,8 +149,11 @@ final class StreamPipeline: Sendable {
         logger.info(removing ? "stopped; /dev/shm/\(configuration.shmName) removed" : "stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
     }
 
-    /// source = "rtsp://…": where the client stands (for STATUS lines).
-    var sourceState: String? { phase.withLockedValue { $0.client }?.state.withLockedValue { $0.description } }
+    /// source = "rtsp://…": where the client stands; listen = "whip": whether a session is there (for STATUS lines).
+    var sourceState: String? {
+        if configuration.webrtc != nil, let webrtc { return webrtc.sourceState(of: configuration.name) }
+        return phase.withLockedValue { $0.client }?.state.withLockedValue { $0.description }
+    }
 
     /// Why the stream has no usable ring, if it has none (for STATUS lines).
     var ringProblem: String? { phase.withLockedValue { $0.worker }?.ringEvents.problem }

@@ -11,7 +11,8 @@ import Testing
     static let token = "whip-test-token-0123456789abcdef"
 
     /// A daemon with one whip stream on loopback; the token file is the daemon's alone.
-    static func daemon(_ label: String, settings: [String: String] = [:], metricsPort: Int? = nil, namespace: String? = nil) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
+    static func daemon(_ label: String, settings: [String: String] = [:], metricsPort: Int? = nil, namespace: String? = nil,
+                       environment: [String: String] = [:]) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
         let directory = try TestEnvironment.temporaryDirectory()
         let tokenPath = directory.appendingPathComponent("whip.token").path
         try (token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
@@ -20,8 +21,8 @@ import Testing
         let daemon = try DaemonProcess(
             label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"].merging(settings) { $1 },
             daemonSettings: metricsPort.map { ["metrics": "\"127.0.0.1:\($0)\""] } ?? [:], transport: "whip",
-            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"", start: namespace == nil)
-        if let namespace { try daemon.start(namespace: namespace) }
+            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"", start: false)
+        try daemon.start(environment: environment, namespace: namespace)
         return (daemon, whipPort, mediaPort)
     }
 
@@ -187,6 +188,24 @@ extension WebRTCIngestTests {
     /// A client that vanishes mid-stream (killed: no DELETE, no DTLS close): the next client is let in once the
     /// vanished one has delivered no video for a moment (second_sender = refuse lets a stale sender be taken over),
     /// and its frames are bit-exact; a client that posts while a session delivers video is refused (409).
+    /// The daemon's STATUS= line says whether a whip stream waits for a client (and where it posts), and why the
+    /// last session ended; a session's frames show as streaming.
+    @Test func theStatusLineSaysWhetherAClientIsThere() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let notify = try NotifyListener(directory: directory)
+        let (daemon, whipPort, _) = try Self.daemon("whipstatus", environment: ["NOTIFY_SOCKET": notify.path])
+        let url = "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)"
+        let waiting = notify.receive(until: { $0.contains("STATUS=") && $0.contains("waiting for a WHIP client at \(url)") }).joined(separator: "\n")
+        // "starting" until a first sender has come and gone, "waiting" after.
+        #expect(waiting.contains("\(daemon.name): starting (WebRTC: waiting for a WHIP client at \(url))"), "\(waiting)")
+        let client = try Self.runClient(url: url, record: daemon.directory.appendingPathComponent("sent.h264").path, frames: 60)
+        #expect(client.result == "sent 60 frames", "\(client.log)")
+        let ended = notify.receive(until: { $0.contains("STATUS=") && $0.contains("the last session ended: deleted") }).joined(separator: "\n")
+        #expect(ended.contains("\(daemon.name): streaming 640x360"), "\(ended)")
+        #expect(ended.contains("\(daemon.name): waiting (WebRTC: waiting for a WHIP client (the last session ended: deleted))"), "\(ended)")
+        #expect(daemon.isRunning)
+    }
+
     @Test func aVanishedClientIsTakenOverAndALiveOneIsNot() throws {
         let (daemon, whipPort, _) = try Self.daemon("whipvanish")
         let url = "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)"

@@ -33,6 +33,8 @@ final class WebRTCServer: Service, Sendable {
     /// The sockets and the timer, once `bind()` has made them.
     private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
     private let connections: ConnectionCap
+    /// Each attached stream's source status (waiting, connected from …), for STATUS= lines.
+    private let sourceStates = NIOLockedValueBox<[String: String]>([:])
     /// HTTPS's certificate and key when `[webrtc]` has them; replaced by `reloadCertificate()`.
     private let certificate: NIOLockedValueBox<TLSServerCertificate?>
     /// TLS failures are said at most once per 10 s: a port scanner makes many.
@@ -49,8 +51,11 @@ final class WebRTCServer: Service, Sendable {
         certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
         tlsFailures = NIOLockedValueBox(RateLimitedLogger(logger: logger))
         let identity = try DTLSIdentity.generate()
+        let states = sourceStates
         table = NIOLoopBoundBox.makeBoxSendingValue(
-            WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger), eventLoop: loop)
+            WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger) { stream, text in
+                states.withLockedValue { $0[stream] = text }
+            }, eventLoop: loop)
         logger.info("WebRTC: DTLS certificate generated (sha-256 \(identity.fingerprintText))")
     }
 
@@ -74,6 +79,9 @@ final class WebRTCServer: Service, Sendable {
         let stream = route.configuration.name
         route.worker.setFeedbackSender { [loop] bytes in loop.execute { table.value.sendFeedback(bytes, stream: stream) } }
     }
+
+    /// A whip stream's source status ("WebRTC: waiting for a WHIP client at …"), for STATUS= lines.
+    func sourceState(of stream: String) -> String? { sourceStates.withLockedValue { $0[stream] } }
 
     /// The stream stops: its session ends, its offers are refused.
     func detach(stream: String) async {

@@ -41,8 +41,13 @@ final class WebRTCSessionTable {
     var send: (([UInt8], SocketAddress) -> Void)?
     private var lastReport: UInt64 = 0
 
-    init(configuration: WebRTCServerConfiguration, identity: DTLSIdentity, metrics: WebRTCMetrics, logger: Logger) {
+    /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
+    private let reportStatus: @Sendable (String, String?) -> Void
+
+    init(configuration: WebRTCServerConfiguration, identity: DTLSIdentity, metrics: WebRTCMetrics, logger: Logger,
+         reportStatus: @escaping @Sendable (String, String?) -> Void = { _, _ in }) {
         self.configuration = configuration
+        self.reportStatus = reportStatus
         self.identity = identity
         self.metrics = metrics
         log = RateLimitedLogger(logger: logger)
@@ -57,13 +62,20 @@ final class WebRTCSessionTable {
 
     func attach(_ route: WebRTCRoute) {
         routes[route.configuration.name] = route
-        route.worker.enqueue(.sourceStatus("WebRTC: waiting for a WHIP client at \(configuration.url(of: route.configuration.name))"))
+        setStatus(route, "WebRTC: waiting for a WHIP client at \(configuration.url(of: route.configuration.name))")
     }
 
     /// The stream stops (reload, shutdown): its session ends.
     func detach(stream: String) {
         if let id = current[stream] { end(id, .streamStopped, "the stream stopped", now: MonotonicClock.nanoseconds()) }
         routes[stream] = nil
+        reportStatus(stream, nil)
+    }
+
+    /// The stream's source status, in its ring (`streamrecvctl status`) and for the daemon's STATUS= line.
+    private func setStatus(_ route: WebRTCRoute, _ text: String) {
+        route.worker.enqueue(.sourceStatus(text))
+        reportStatus(route.configuration.name, text)
     }
 
     // MARK: - Offers (WHIP POST) and DELETE
@@ -226,7 +238,7 @@ final class WebRTCSessionTable {
                 codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [])))
             let remote = session.remote?.description ?? "unknown"
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
-            worker.enqueue(.sourceStatus("WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType))"))
+            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType))")
         case .ended(let reason, let detail):
             end(session.id, reason, detail, now: now)
         }
@@ -250,7 +262,7 @@ final class WebRTCSessionTable {
                     }
                     route.worker.enqueue(.disconnected(session.connection, reason: disconnect))
                 }
-                route.worker.enqueue(.sourceStatus("WebRTC: waiting for a WHIP client (the last session ended: \(reason.rawValue))"))
+                setStatus(route, "WebRTC: waiting for a WHIP client (the last session ended: \(reason.rawValue))")
             }
         }
         if case .ended = session.state {} else {
