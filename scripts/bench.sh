@@ -42,13 +42,18 @@ split_table=$(.build/release/BitstreamBenchmark "$split_stream" 256)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 versions="$(ffmpeg -version | sed -n 1p | cut -d' ' -f1-3), $(gst-launch-1.0 --version | sed -n 's/^GStreamer //p' | head -1 | sed 's/^/GStreamer /')"
 
+# Sections written by other means (the GPU kit's report, A/B runs, scripts/bench-webrtc.py) follow a marker line
+# and are kept as they are.
+marker='<!-- Below: sections not written by make bench (kept by scripts/bench.sh) -->'
+kept=$(awk -v marker="$marker" 'found || $0 == marker { found = 1; print }' docs/benchmarks.md)
+
 cat > docs/benchmarks.md <<DOC
 # Benchmarks
 
 Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores, ${cpu}; ${versions}.
 Release builds, software decoding (no GPU here), every anchor run side by side with streamrecvd in the same run.
-Hardware decoding (NVDEC) is measured by the GPU kit on a lent device (docs/gpu-kit.md); no device has been lent
-since it exists, so no GPU figure is here yet.
+Hardware decoding (NVDEC) is measured by the GPU kit on a lent device (docs/gpu-kit.md): its runs are in the
+sections at the end, which \`make bench\` keeps as they are.
 Only ratios carry over to other machines; on this 2-core VM repeated runs vary by about ±10 %. Tests never
 assert timings.
 
@@ -158,4 +163,5 @@ whole split.
 
 ${split_table}
 DOC
+if [ -n "$kept" ]; then printf '\n%s\n' "$kept" >> docs/benchmarks.md; fi
 echo "wrote docs/benchmarks.md and docs/latency.png"
