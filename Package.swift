@@ -108,6 +108,7 @@ let package = Package(
             dependencies: [
                 "Pipeline", "Bitstream", "Decoding", "SharedFrames", "FrameFormats", "StreamrecvTestSupport", "MediaSecurity",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),

@@ -17,16 +17,20 @@ public enum Daemon {
         for warning in configuration.warnings { logger.warning("\(warning)") }
         try checkNamedHardware(configuration, logger: logger)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The HTTP endpoints (metrics, WHIP and its TLS) on a thread of their own: a flood of requests costs that
+        // thread, not the one the ingest sockets and the WebRTC media are read on.
+        let httpGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { httpGroup.shutdownGracefully { _ in } }
         let inherited = assignInheritedListeners(to: configuration.streams, logger: logger)
         var factory: any MetricsFactory = NOOPMetricsHandler.instance
         var metricsServer: MetricsServer?
         if let address = configuration.metrics {
             let registry = PrometheusCollectorRegistry()
             factory = MetricsServer.factory(registry: registry)
-            metricsServer = MetricsServer(address: address, registry: registry, group: group, logger: logger)
+            metricsServer = MetricsServer(address: address, registry: registry, group: httpGroup, logger: logger)
         }
         let webrtc = try configuration.webrtc.map {
-            try WebRTCServer(configuration: $0, group: group, metricsFactory: factory, logger: logger)
+            try WebRTCServer(configuration: $0, group: group, httpGroup: httpGroup, metricsFactory: factory, logger: logger)
         }
         do {
             try await webrtc?.bind()  // before any stream: a taken port ends the daemon before READY=1

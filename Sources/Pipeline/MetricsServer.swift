@@ -12,11 +12,13 @@ import SharedFrames
 
 /// The optional Prometheus endpoint (`[daemon] metrics = "HOST:PORT"`): `GET /metrics` answers the text exposition
 /// format from the registry every stream's `StreamMetrics` writes into; anything else is 404, or 405 for a
-/// method other than GET/HEAD. A plain HTTP/1.1 server on the daemon's event loop, closed at shutdown.
+/// method other than GET/HEAD. A plain HTTP/1.1 server on the daemon's HTTP thread (not the ingest's), closed at
+/// shutdown.
 ///
 /// Bounded so that it can never take what the video path needs: at most `maximumConnections` connections at once
-/// (more are closed at once and counted), each closed after `idleSeconds` without a request, and accept(2)
-/// failures (out of descriptors) pause accepting instead of spinning.
+/// and 4 from one address (more are closed at once and counted), each closed after `idleSeconds` without a request
+/// and after `lifetimeSeconds` in any case, and accept(2) failures (out of descriptors) pause accepting instead of
+/// spinning.
 final class MetricsServer: Service {
     /// 16, or a quarter of the descriptor limit when that is lower: the video path keeps the rest.
     static let maximumConnections: Int = {
@@ -25,6 +27,8 @@ final class MetricsServer: Service {
         return max(1, min(16, Int(limit.rlim_cur) / 4))
     }()
     static let idleSeconds: Int64 = 10
+    /// A scrape takes milliseconds; a client trickling bytes would otherwise never be idle.
+    static let lifetimeSeconds: Int64 = 15
     let registry: PrometheusCollectorRegistry
     private let address: ListenAddress
     private let group: EventLoopGroup
@@ -39,7 +43,7 @@ final class MetricsServer: Service {
         self.logger = logger
         let factory = Self.factory(registry: registry)
         connections = ConnectionCap(
-            maximum: Self.maximumConnections, endpoint: "metrics endpoint",
+            maximum: Self.maximumConnections, perAddress: 4, lifetime: .seconds(Self.lifetimeSeconds), endpoint: "metrics endpoint",
             refusals: CoreMetrics.Counter(label: "streamrecvd_metrics_connections_refused_total", factory: factory), logger: logger)
         acceptErrors = CoreMetrics.Counter(label: "streamrecvd_metrics_accept_errors_total", factory: factory)
     }
@@ -119,11 +123,19 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// A request that does not parse has had its 400 (HTTPServerProtocolErrorHandler): the connection ends there,
+    /// instead of reading on what follows.
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let request):
+        case .head(var request):
             requests += 1
-            guard requests <= Self.maximumRequestsPerConnection else { return context.close(promise: nil) }
+            // The last request a connection may make is answered with Connection: close; any after it, not at all.
+            guard requests <= Self.maximumRequestsPerConnection else { return head = nil }
+            if requests == Self.maximumRequestsPerConnection { request.headers.replaceOrAdd(name: "Connection", value: "close") }
             head = request
         case .body:
             break

@@ -150,4 +150,71 @@ import Testing
         #expect(body.contains("streamrecvd_webrtc_requests_refused_total{reason=\"tls_handshake\"} 1"), "\(body)")
         #expect(daemon.isRunning)
     }
+
+    /// Found by the second red-team pass: pipelined requests for a large picture (a 1280×720 frame of noise, a PNG
+    /// of hundreds of kilobytes) that the client never reads. Replies are made one at a time while the client reads, so what
+    /// waits for a connection is a reply or two, not one per request.
+    @Test func pipelinedPicturesNobodyReadsDoNotPileUp() throws {
+        let (daemon, whipPort, folder) = try Self.daemon("pictures")
+        let certificate = folder.appendingPathComponent("server.pem").path
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path
+        let client = try runProcess("/usr/bin/env", [
+            "SSL_CERT_FILE=\(certificate)", "/usr/bin/python3", script, "https://localhost:\(whipPort)/whip/\(daemon.name)",
+            "--token", WebRTCIngestTests.token, "--record", daemon.directory.appendingPathComponent("sent.h264").path,
+            "--frames", "30", "--size", "1280x720", "--pattern", "snow", "--bitrate", "8000",
+        ])
+        #expect(client.text.hasSuffix("sent 30 frames\n"), "\(client.standardError)")
+        let picture = try runProcess("curl", ["-sS", "-k", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                              "-H", "Authorization: Bearer \(WebRTCIngestTests.token)",
+                                              "https://localhost:\(whipPort)/whip/\(daemon.name)/frame.png"]).text.split(separator: " ")
+        // 8 × 119 replies of this, had they all been made, would be 300 MB and more.
+        #expect(picture.first == "200" && (Int(picture.last ?? "") ?? 0) > 300_000, "\(picture): the test needs a large picture")
+        let before = Self.peakMemory(daemon)
+        let flood = """
+            import socket, ssl, sys, threading, time
+            context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
+            request = ("GET /whip/%s/frame.png HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n" % (sys.argv[2], sys.argv[3])).encode()
+            def flood():
+                raw = socket.socket(); raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                raw.connect(("127.0.0.1", int(sys.argv[1])))
+                connection = context.wrap_socket(raw, server_hostname="localhost")
+                connection.sendall(request * 119)
+                time.sleep(4)
+            threads = [threading.Thread(target=flood) for _ in range(8)]
+            [thread.start() for thread in threads]; [thread.join() for thread in threads]
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", flood, String(whipPort), daemon.name, WebRTCIngestTests.token])
+        let growth = Self.peakMemory(daemon) - before
+        print("WHIPOverHTTPSTests: 8 × 119 pictures of \(picture.last ?? "?") bytes asked and never read, peak RSS +\(growth) kB")
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(growth < 128 << 10, "peak RSS grew by \(growth) kB")
+        #expect(daemon.isRunning)
+    }
+
+    /// A request that does not parse gets its 400 and the connection ends there (it used to stay open, reading
+    /// on until the idle timer).
+    @Test func aMalformedRequestEndsItsConnection() throws {
+        let (daemon, whipPort, _) = try Self.daemon("malformed")
+        let exchange = """
+            import socket, ssl, sys
+            context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
+            connection = context.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))), server_hostname="localhost")
+            connection.settimeout(8)  # under the 10 s idle timer: an end before it is the daemon's doing
+            # A good request first (the first-request deadline no longer runs), then one with a bare LF.
+            connection.sendall(b"GET /streams.json HTTP/1.1\\r\\nHost: x\\r\\n\\r\\nGET / HTTP/1.1\\nHost: x\\r\\n\\r\\n")
+            answer = b""
+            try:
+                while chunk := connection.recv(4096):
+                    answer += chunk
+                print("closed", b"HTTP/1.1 400" in answer)
+            except socket.timeout:
+                print("still open", b"HTTP/1.1 400" in answer)
+            except ssl.SSLError as error:
+                print("closed", b"HTTP/1.1 400" in answer, error)
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", exchange, String(whipPort)])
+        #expect(result.text.hasPrefix("closed True"), "\(result.text) \(result.standardError)")
+        #expect(daemon.isRunning)
+    }
 }
+

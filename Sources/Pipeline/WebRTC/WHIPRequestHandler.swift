@@ -19,27 +19,60 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     /// An SDP offer is a few kilobytes; Chromium's with every codec about 10.
     static let maximumBodyBytes = 64 << 10
     /// Requests on one connection: a WHIP client makes two or three, the share page's picture about 5 a second for
-    /// the connection's 15 s. A client pipelining more is cut off (replies it never reads would pile up).
+    /// the connection's 15 s. The last is answered with Connection: close (replies a client pipelines and never
+    /// reads would otherwise pile up).
     static let maximumRequestsPerConnection = 120
+    /// From accept to the first request's head, TLS handshake included: a connection that says nothing gives its
+    /// place back.
+    static let firstRequestSeconds: Int64 = 5
 
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var oversized = false
     private var requests = 0
+    private var firstRequestDeadline: Scheduled<Void>?
+    /// A whole request that waits while the client does not read its replies (the channel is not writable): made
+    /// once it reads again, so that what waits for it is one reply, not one per request it pipelined.
+    private var parked: (head: HTTPRequestHead, body: [UInt8], oversized: Bool)?
 
     init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        firstRequestDeadline = context.eventLoop.scheduleTask(in: .seconds(Self.firstRequestSeconds)) { channel.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        firstRequestDeadline?.cancel()
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent { return context.close(promise: nil) }
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// A request that does not parse has had its 400 (HTTPServerProtocolErrorHandler): the connection ends there,
+    /// instead of reading on what follows.
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let (head, body, oversized) = parked {
+            parked = nil
+            dispatch(head, body: body, oversized: oversized, context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let request):
+        case .head(var request):
+            firstRequestDeadline?.cancel()
             requests += 1
-            guard requests <= Self.maximumRequestsPerConnection else { return context.close(promise: nil) }
+            guard requests <= Self.maximumRequestsPerConnection else { return head = nil }
+            if requests == Self.maximumRequestsPerConnection { request.headers.replaceOrAdd(name: "Connection", value: "close") }
             head = request
             body = []
             oversized = false
@@ -54,19 +87,28 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         case .end:
             guard let request = head else { return }
             head = nil
-            let (table, body, channel, remote) = (self.table, self.body, context.channel, context.remoteAddress)
+            let body = self.body
             self.body = []
-            if oversized {
-                return Self.write(Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n"), for: request, channel: channel)
+            if context.channel.isWritable {
+                dispatch(request, body: body, oversized: oversized, context: context)
+            } else {
+                parked = (request, body, oversized)
             }
-            table.eventLoop.execute {
-                let tables = table.value
-                // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
-                // a frame's answer comes later, once encoded off the loop, so those routes write their own replies.
-                if request.method == .GET || request.method == .HEAD,
-                   SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: Self.authorized) { return }
-                Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote), for: request, channel: channel)
-            }
+        }
+    }
+
+    private func dispatch(_ request: HTTPRequestHead, body: [UInt8], oversized: Bool, context: ChannelHandlerContext) {
+        let (table, channel, remote) = (self.table, context.channel, context.remoteAddress)
+        if oversized {
+            return Self.write(Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n"), for: request, channel: channel)
+        }
+        table.eventLoop.execute {
+            let tables = table.value
+            // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
+            // a frame's answer comes later, once encoded off the loop, so those routes write their own replies.
+            if request.method == .GET || request.method == .HEAD,
+               SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: Self.authorized) { return }
+            Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote), for: request, channel: channel)
         }
     }
 

@@ -16,6 +16,8 @@ import ServiceLifecycle
 final class WebRTCServer: Service, Sendable {
     /// HTTP connections at once: WHIP clients post once per session.
     static let maximumConnections = 32
+    /// From one address other than loopback: a browser opens up to 6 to a host.
+    static let maximumConnectionsPerAddress = 8
     static let idleSeconds: Int64 = 10
     /// Long enough for a WHIP exchange on a slow link (the offer is a few kilobytes, the answer is immediate).
     static let connectionLifetimeSeconds: Int64 = 15
@@ -24,9 +26,9 @@ final class WebRTCServer: Service, Sendable {
     let configuration: WebRTCServerConfiguration
     /// The media socket, the session table and its timer.
     private let loop: EventLoop
-    /// HTTP and TLS of the WHIP endpoint: a thread of their own, so that requests (and handshakes) cost it and not
-    /// the media. Replies are made on `loop` (WHIPRequestHandler).
-    private let httpLoops: MultiThreadedEventLoopGroup
+    /// HTTP and TLS of the WHIP endpoint: the daemon's HTTP thread, not the media's, so that requests (and
+    /// handshakes) cost it and not the media. Replies are made on `loop` (WHIPRequestHandler).
+    private let httpLoops: EventLoopGroup
     private let logger: Logger
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     let metrics: WebRTCMetrics
@@ -40,13 +42,15 @@ final class WebRTCServer: Service, Sendable {
     /// TLS failures are said at most once per 10 s: a port scanner makes many.
     private let tlsFailures: NIOLockedValueBox<RateLimitedLogger>
 
-    init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, metricsFactory: any MetricsFactory, logger: Logger) throws {
+    init(configuration: WebRTCServerConfiguration, group: EventLoopGroup, httpGroup: EventLoopGroup,
+         metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
         loop = group.next()
-        httpLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        httpLoops = httpGroup
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
-        connections = ConnectionCap(maximum: Self.maximumConnections, endpoint: "WHIP endpoint",
+        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress,
+                                    lifetime: .seconds(Self.connectionLifetimeSeconds), endpoint: "WHIP endpoint",
                                     refusals: metrics.refusedCounter(.connections), logger: logger)
         certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
         tlsFailures = NIOLockedValueBox(RateLimitedLogger(logger: logger))
@@ -126,7 +130,6 @@ final class WebRTCServer: Service, Sendable {
             try? await http.close()
             try? await media.close()
         }
-        try? await httpLoops.shutdownGracefully()
     }
 
     private func bindMedia() async throws -> Channel {
@@ -159,10 +162,6 @@ final class WebRTCServer: Service, Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 16 << 10, high: 64 << 10))
             .childChannelInitializer { [self] channel in
                 guard connections.admit(channel) else { return channel.close() }
-                // A whole connection lives at most `connectionLifetime`: the idle timer restarts with every byte, so
-                // a client dripping a header line every few seconds would otherwise hold its slot for ever.
-                let lifetime = channel.eventLoop.scheduleTask(in: .seconds(Self.connectionLifetimeSeconds)) { channel.close(promise: nil) }
-                channel.closeFuture.whenComplete { _ in lifetime.cancel() }
                 return channel.eventLoop.makeCompletedFuture {
                     if let tls = try makeTLSHandler(for: channel) { try channel.pipeline.syncOperations.addHandler(tls) }
                     try channel.pipeline.syncOperations.addHandler(BackPressureHandler())

@@ -1,0 +1,48 @@
+import CoreMetrics
+import Logging
+import NIOCore
+import NIOEmbedded
+@testable import Pipeline
+import Testing
+
+/// The admission of the HTTP endpoints (metrics, WHIP): a cap on connections, a share of it per address (loopback,
+/// where a proxy speaks for everyone, has the whole), and a lifetime after which a connection is closed whatever
+/// it is doing.
+@Suite struct ConnectionCapTests {
+    static func cap(lifetime: TimeAmount = .seconds(60)) -> ConnectionCap {
+        ConnectionCap(maximum: 4, perAddress: 2, lifetime: lifetime, endpoint: "test endpoint",
+                      refusals: Counter(label: "refused", factory: NOOPMetricsHandler.instance), logger: Logger(label: "test"))
+    }
+
+    /// An open connection from `host`.
+    static func connection(from host: String) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "192.0.2.200", port: 8889)).wait()
+        channel.remoteAddress = try SocketAddress(ipAddress: host, port: 40_000)  // after connect, which sets it
+        return channel
+    }
+
+    @Test func oneAddressGetsItsShareAndLoopbackTheWhole() throws {
+        let cap = Self.cap()
+        let first = try (0..<3).map { _ in try Self.connection(from: "192.0.2.1") }
+        #expect(first.map { cap.admit($0) } == [true, true, false])
+        #expect(cap.admit(try Self.connection(from: "192.0.2.2")))
+        #expect(cap.admit(try Self.connection(from: "::ffff:127.0.0.1")))
+        #expect(!cap.admit(try Self.connection(from: "127.0.0.1")), "4 open: the whole cap")
+        try first[0].close().wait()
+        first[0].embeddedEventLoop.run()
+        #expect(cap.admit(try Self.connection(from: "192.0.2.1")), "a closed connection gives its place back")
+    }
+
+    @Test func aConnectionIsClosedAtTheEndOfItsLifetime() throws {
+        let cap = Self.cap(lifetime: .seconds(15))
+        let channel = try Self.connection(from: "192.0.2.1")
+        #expect(cap.admit(channel))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(14))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        #expect(!channel.isActive)
+        let (again, andAgain) = (try Self.connection(from: "192.0.2.1"), try Self.connection(from: "192.0.2.1"))
+        #expect(cap.admit(again) && cap.admit(andAgain), "the closed connection gave its place back")
+    }
+}
