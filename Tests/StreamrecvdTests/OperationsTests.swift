@@ -127,14 +127,21 @@ import Testing
         #expect(status.contains("\(daemon.name): not running"), "\(status)")
         // The port is free again: the next reload starts the stream, though its settings did not change.
         close(blocker.descriptor)
-        listener.drain()
-        daemon.send(signal: SIGHUP)
-        _ = listener.receive { $0.contains("READY=1") }
+        for _ in 0..<3 {
+            let taken = daemon.log.components(separatedBy: "Address already in use").count
+            listener.drain()
+            daemon.send(signal: SIGHUP)
+            _ = listener.receive { $0.contains("READY=1") }
+            let listening = Date().addingTimeInterval(10)
+            while (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting && Date() < listening { usleep(20_000) }
+            // Another test's socket took the freed port before the reload (seen once in a full parallel run): the
+            // stream failed to start again, as it should; the next reload tries again.
+            guard (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting,
+                  daemon.log.components(separatedBy: "Address already in use").count > taken else { break }
+        }
         #expect(daemon.log.contains("changed \(daemon.name)"), "\(daemon.log.suffix(1500))")
-        let listening = Date().addingTimeInterval(10)
-        while (try? FrameRingReader(shmName: daemon.shmName))?.status.state != .waiting && Date() < listening { usleep(20_000) }
         let ring = try FrameRingReader(shmName: daemon.shmName)
-        #expect(ring.status.state == .waiting && ring.writerIsAlive, "\(ring.status.state)")
+        #expect(ring.status.state == .waiting && ring.writerIsAlive, "\(ring.status.state)\n\(daemon.log.suffix(2000))")
         #expect(daemon.isRunning)
     }
 
