@@ -21,8 +21,6 @@ import asyncio
 import fractions
 import signal
 import sys
-import urllib.error
-import urllib.request
 
 import aioice.ice
 import av
@@ -30,6 +28,8 @@ from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.codecs.h264 import H264Encoder
 from aiortc.contrib.media import MediaPlayer
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+import whip_http  # scripts/whip_http.py, beside this file
 
 
 def say(text):
@@ -165,36 +165,18 @@ class Client:
         return 0 if self.result.startswith("sent") else 1
 
     def post(self, offer):
-        headers = {"Content-Type": "application/sdp"}
-        if self.options.token:
-            headers["Authorization"] = f"Bearer {self.options.token}"
-        request = urllib.request.Request(self.options.url, data=offer.encode(), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                answer = response.read().decode()
-                self.location = response.headers.get("Location")
-                say(f"answered {response.status}, session {self.location}")
-        except urllib.error.HTTPError as error:
-            self.stop(f"failed: HTTP {error.code} {error.read().decode().strip()}")
-            return None
-        except OSError as error:
-            self.stop(f"failed: {error}")
+            answer, self.location = whip_http.post_offer(self.options.url, self.options.token, offer, say)
+        except whip_http.WHIPFailure as failure:
+            self.stop(f"failed: {failure}")
             return None
         if self.options.verbose:
             say("offer:\n" + offer + "\nanswer:\n" + answer)
         return answer
 
     def delete(self):
-        if not self.location:
-            return
-        base = self.options.url.split("/whip/")[0]
-        headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
-        request = urllib.request.Request(base + self.location, headers=headers, method="DELETE")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                say(f"DELETE answered {response.status}")
-        except (urllib.error.HTTPError, OSError) as error:
-            say(f"DELETE failed: {error}")
+        if self.location:
+            whip_http.delete_session(self.options.url, self.options.token, self.location, say)
 
 
 def main():

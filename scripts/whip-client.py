@@ -15,9 +15,6 @@ man in the middle's offer, as the receiver sees it): the receiver must refuse th
 import argparse
 import signal
 import sys
-import time
-import urllib.error
-import urllib.request
 
 import gi
 
@@ -25,6 +22,8 @@ gi.require_version("Gst", "1.0")
 gi.require_version("GstWebRTC", "1.0")
 gi.require_version("GstSdp", "1.0")
 from gi.repository import GLib, Gst, GstSdp, GstWebRTC  # noqa: E402
+
+import whip_http  # scripts/whip_http.py, beside this file
 
 
 def say(text):
@@ -122,21 +121,10 @@ class Client:
         offer = self.peer.get_property("local-description").sdp.as_text()
         if self.options.wrong_fingerprint:
             offer = wrong_fingerprint(offer)
-        headers = {"Content-Type": "application/sdp"}
-        if self.options.token:
-            headers["Authorization"] = f"Bearer {self.options.token}"
-        request = urllib.request.Request(self.options.url, data=offer.encode(), headers=headers, method="POST")
-        say(f"posting (CLOCK_MONOTONIC {time.monotonic_ns()} ns)")  # scripts/bench-webrtc.py: POST → first frame
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                answer = response.read().decode()
-                self.location = response.headers.get("Location")
-                say(f"answered {response.status}, session {self.location}")
-        except urllib.error.HTTPError as error:
-            self.stop(f"failed: HTTP {error.code} {error.read().decode().strip()}")
-            return False
-        except OSError as error:
-            self.stop(f"failed: {error}")
+            answer, self.location = whip_http.post_offer(self.options.url, self.options.token, offer, say)
+        except whip_http.WHIPFailure as failure:
+            self.stop(f"failed: {failure}")
             return False
         if self.options.media_via:
             # Media through a relay in front of the daemon (a lossy path in the tests): its port in place of the
@@ -184,16 +172,8 @@ class Client:
             GLib.timeout_add(self.options.linger_ms, self.stop, f"sent {self.frames} frames")
 
     def delete(self):
-        if not self.location or self.options.keep:
-            return
-        base = self.options.url.split("/whip/")[0]
-        headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
-        request = urllib.request.Request(base + self.location, headers=headers, method="DELETE")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                say(f"DELETE answered {response.status}")
-        except (urllib.error.HTTPError, OSError) as error:
-            say(f"DELETE failed: {error}")
+        if self.location and not self.options.keep:
+            whip_http.delete_session(self.options.url, self.options.token, self.location, say)
 
 
 def wrong_fingerprint(offer):

@@ -34,17 +34,11 @@ import Testing
         let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", frames: frames,
                                         extra: ["--send", clip, "--record", record])
         #expect(client.result == "sent \(frames) frames", "\(client.log)\n\(daemon.log.suffix(3000))")
-        let (status, errors) = cat.finish()
-        #expect(status == 0, "cat exited \(status): \(errors)\n\(daemon.log.suffix(3000))")
+        // aiortc starts sending only once DTLS is up: the clip's first frame is the first published.
+        try WebRTCIngestTests.expectBitExact(cat, against: clip, daemon: daemon, fromFirst: true)
         // What went into aiortc's packetizer is the clip, byte for byte: nothing was re-encoded.
         #expect(FileManager.default.contents(atPath: record) == FileManager.default.contents(atPath: clip))
-        let reference = try ffmpegMD5s(clip)
-        let ours = try catMD5s(cat)
-        let mismatch = WebRTCIngestTests.contiguousMatch(ours, in: reference)
-        #expect(mismatch == nil, "\(mismatch ?? "")\n\(daemon.log.suffix(3000))")
-        // aiortc starts sending only once DTLS is up: the clip's first frame is the first published.
-        #expect(ours.first == reference.first, "\(daemon.log.suffix(2000))")
-        try Self.expectEndedByDelete(daemon, metricsPort: metricsPort)
+        try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
     }
 
     /// aiortc's own encoder (libx264 through PyAV, which it re-creates when a REMB moves its bitrate by more than
@@ -58,26 +52,8 @@ import Testing
         let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", frames: frames,
                                         extra: ["--record", record, "--size", "640x360"])
         #expect(client.result == "sent \(frames) frames", "\(client.log)\n\(daemon.log.suffix(3000))")
-        let (status, errors) = cat.finish()
-        #expect(status == 0, "cat exited \(status): \(errors)\n\(daemon.log.suffix(3000))")
-        let reference = try ffmpegMD5s(record)
+        let reference = try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: true)
         #expect(reference.count == frames, "aiortc encoded \(reference.count) frames")
-        let ours = try catMD5s(cat)
-        let mismatch = WebRTCIngestTests.contiguousMatch(ours, in: reference)
-        #expect(mismatch == nil, "\(mismatch ?? "")\n\(daemon.log.suffix(3000))")
-        #expect(ours.first == reference.first, "\(daemon.log.suffix(2000))")
-        try Self.expectEndedByDelete(daemon, metricsPort: metricsPort)
-    }
-
-    /// One session started and ended by the client's DELETE, in the log and the metrics; the daemon still runs.
-    static func expectEndedByDelete(_ daemon: DaemonProcess, metricsPort: Int) throws {
-        let log = daemon.log
-        #expect(log.contains("connected for stream \(daemon.name)"), "\(log.suffix(2000))")
-        #expect(log.contains("ended: the client ended the session (DELETE)"), "\(log.suffix(2000))")
-        let body = try httpGet(port: metricsPort, path: "/metrics").body
-        #expect(unlabelled(body, "streamrecvd_webrtc_sessions_started_total") == 1, "\(body)")
-        #expect(body.contains("streamrecvd_webrtc_sessions_ended_total{reason=\"deleted\"} 1"), "\(body)")
-        #expect(!log.contains(WebRTCIngestTests.token))
-        #expect(daemon.isRunning)
+        try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
     }
 }

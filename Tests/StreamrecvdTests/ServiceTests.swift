@@ -106,6 +106,20 @@ func sample(_ exposition: String, _ name: String, _ labels: String) -> Double? {
         #expect(sample(body, "streamrecvd_decoder_hardware", stream_) == 0)
         #expect(body.contains("# TYPE streamrecvd_publish_latency_seconds histogram"))
         #expect(try httpGet(port: metricsPort, path: "/").status == 404)
+        // A request that does not parse (a bare LF) after a good one: its 400, and the connection ends there (it
+        // used to stay open, reading on). 8 s is under the 10 s idle timer: an end before it is the daemon's doing.
+        let connection = try Sender(port: metricsPort)
+        try connection.send(Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\nHost: x\r\n\r\n".utf8)[...])
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var closed = false
+        while !closed {
+            var poll = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
+            guard Glibc.poll(&poll, 1, 8000) > 0 else { break }
+            let count = recv(connection.descriptor, &buffer, buffer.count, 0)
+            if count <= 0 { closed = true } else { answer += buffer[0..<count] }
+        }
+        #expect(closed && String(decoding: answer, as: UTF8.self).contains("HTTP/1.1 400"), "\(String(decoding: answer.suffix(200), as: UTF8.self))")
     }
 
     @Test func tcpSourcesOutsideAllowAreRefusedAndCounted() throws {

@@ -47,6 +47,33 @@ import Testing
         return firstDifference(ours, expected).map { "from FFmpeg's frame \(start): \($0)" }
     }
 
+    /// `cat` ended well and its frames are FFmpeg's of `reference` (a file), in order, from its first frame when
+    /// `fromFirst` (nothing lost at the start). Returns FFmpeg's frames.
+    @discardableResult
+    static func expectBitExact(_ cat: CatProcess, against reference: String, daemon: DaemonProcess, fromFirst: Bool) throws -> [String] {
+        let (status, errors) = cat.finish()
+        #expect(status == 0, "cat exited \(status): \(errors)\n\(daemon.log.suffix(3000))")
+        let expected = try ffmpegMD5s(reference)
+        let ours = try catMD5s(cat)
+        let mismatch = contiguousMatch(ours, in: expected)
+        #expect(mismatch == nil, "\(mismatch ?? "")\n\(daemon.log.suffix(3000))")
+        if fromFirst { #expect(ours.first == expected.first, "a late first frame\n\(daemon.log.suffix(2000))") }
+        return expected
+    }
+
+    /// One session started and ended by the client's DELETE, in the log and the metrics; the token in no log line;
+    /// the daemon still runs.
+    static func expectEndedByDelete(_ daemon: DaemonProcess, metricsPort: Int) throws {
+        let log = daemon.log
+        #expect(log.contains("connected for stream \(daemon.name)"), "\(log.suffix(2000))")
+        #expect(log.contains("ended: the client ended the session (DELETE)"), "\(log.suffix(2000))")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect(unlabelled(body, "streamrecvd_webrtc_sessions_started_total") == 1, "\(body)")
+        #expect(body.contains("streamrecvd_webrtc_sessions_ended_total{reason=\"deleted\"} 1"), "\(body)")
+        #expect(!log.contains(token))
+        #expect(daemon.isRunning)
+    }
+
     @Test func aWebRTCBinClientIsBitExact() throws {
         let metricsPort = freePort()
         let (daemon, whipPort, _) = try Self.daemon("whipexact", metricsPort: metricsPort)
@@ -56,22 +83,9 @@ import Testing
         let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 30, directory: directory)
         let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record, frames: frames)
         #expect(client.result == "sent \(frames) frames", "\(client.log)\n\(daemon.log.suffix(3000))")
-        let (status, errors) = cat.finish()
-        #expect(status == 0, "cat exited \(status): \(errors)\n\(daemon.log.suffix(3000))")
-        let reference = try ffmpegMD5s(record)
-        let ours = try catMD5s(cat)
-        let mismatch = Self.contiguousMatch(ours, in: reference)
-        #expect(mismatch == nil, "\(mismatch ?? "")\n\(daemon.log.suffix(3000))")
         // The first frame published is the recording's first: nothing was lost at the start.
-        #expect(ours.first == reference.first, "\(daemon.log.suffix(2000))")
-        let log = daemon.log
-        #expect(log.contains("connected for stream \(daemon.name)"), "\(log.suffix(2000))")
-        #expect(log.contains("ended: the client ended the session (DELETE)"), "\(log.suffix(2000))")
-        let body = try httpGet(port: metricsPort, path: "/metrics").body
-        #expect(unlabelled(body, "streamrecvd_webrtc_sessions_started_total") == 1, "\(body)")
-        #expect(body.contains("streamrecvd_webrtc_sessions_ended_total{reason=\"deleted\"} 1"), "\(body)")
-        #expect(!log.contains(Self.token))
-        #expect(daemon.isRunning)
+        try Self.expectBitExact(cat, against: record, daemon: daemon, fromFirst: true)
+        try Self.expectEndedByDelete(daemon, metricsPort: metricsPort)
     }
 
     /// A wrong or missing token is 401 and counted; a garbage offer is 400; an offer with no H.264 is 415 with a
@@ -173,10 +187,7 @@ extension WebRTCIngestTests {
         }
         client.waitUntilExit()
         #expect(client.terminationStatus == 0, "\((try? String(contentsOfFile: daemon.directory.appendingPathComponent("client.log").path, encoding: .utf8)) ?? "")")
-        let (status, errors) = cat.finish()
-        #expect(status == 0, "cat: \(errors)\n\(daemon.log.suffix(3000))")
-        let mismatch = Self.contiguousMatch(try catMD5s(cat), in: try ffmpegMD5s(record))
-        #expect(mismatch == nil, "\(mismatch ?? "")")
+        try Self.expectBitExact(cat, against: record, daemon: daemon, fromFirst: false)
         let body = try httpGet(port: metricsPort, path: "/metrics").body
         // 600 unknown-username checks, 600 DTLS records from an address with no session, and the random bytes
         // that are none of STUN, DTLS or RTP; 1200 SRTP/SRTCP that fail authentication (or have no session).
