@@ -43,7 +43,7 @@ final class MetricsServer: Service {
         self.logger = logger
         let factory = Self.factory(registry: registry)
         connections = ConnectionCap(
-            maximum: Self.maximumConnections, perAddress: 4, lifetime: .seconds(Self.lifetimeSeconds), endpoint: "metrics endpoint",
+            maximum: Self.maximumConnections, perAddress: 4, loopbackReserve: Self.maximumConnections / 4, lifetime: .seconds(Self.lifetimeSeconds), endpoint: "metrics endpoint",
             refusals: CoreMetrics.Counter(label: "streamrecvd_metrics_connections_refused_total", factory: factory), logger: logger)
         acceptErrors = CoreMetrics.Counter(label: "streamrecvd_metrics_accept_errors_total", factory: factory)
     }

@@ -5,12 +5,12 @@ import NIOEmbedded
 @testable import Pipeline
 import Testing
 
-/// The admission of the HTTP endpoints (metrics, WHIP): a cap on connections, a share of it per address (loopback,
-/// where a proxy speaks for everyone, has the whole), and a lifetime after which a connection is closed whatever
-/// it is doing.
+/// The admission of the HTTP endpoints (metrics, WHIP): a cap on connections, a share of it per address (an IPv6
+/// /64 as one; loopback, where a proxy speaks for everyone, has the whole), places kept for loopback, and a
+/// lifetime after which a connection is closed whatever it is doing.
 @Suite struct ConnectionCapTests {
     static func cap(lifetime: TimeAmount = .seconds(60)) -> ConnectionCap {
-        ConnectionCap(maximum: 4, perAddress: 2, lifetime: lifetime, endpoint: "test endpoint",
+        ConnectionCap(maximum: 4, perAddress: 2, loopbackReserve: 1, lifetime: lifetime, endpoint: "test endpoint",
                       refusals: Counter(label: "refused", factory: NOOPMetricsHandler.instance), logger: Logger(label: "test"))
     }
 
@@ -32,6 +32,22 @@ import Testing
         try first[0].close().wait()
         first[0].embeddedEventLoop.run()
         #expect(cap.admit(try Self.connection(from: "192.0.2.1")), "a closed connection gives its place back")
+    }
+
+    /// Found by the third red-team pass: 4 addresses with 8 connections each held all 32 places of the WHIP
+    /// endpoint, the machine's own clients included. The last places are loopback's now.
+    @Test func otherMachinesTogetherLeaveLoopbackItsPlaces() throws {
+        let cap = Self.cap()
+        let remote = try ["192.0.2.1", "192.0.2.1", "192.0.2.2", "192.0.2.3"].map { try Self.connection(from: $0) }
+        #expect(remote.map { cap.admit($0) } == [true, true, true, false], "3 of 4 places for other machines")
+        #expect(cap.admit(try Self.connection(from: "127.0.0.1")), "the last place is loopback's")
+    }
+
+    @Test func anIPv6SlashSixtyFourIsOneAddress() throws {
+        let cap = Self.cap()
+        let hosts = try ["2001:db8::1", "2001:db8::2", "2001:db8::3"].map { try Self.connection(from: $0) }
+        #expect(hosts.map { cap.admit($0) } == [true, true, false])
+        #expect(cap.admit(try Self.connection(from: "2001:db8:0:1::1")), "another /64")
     }
 
     @Test func aConnectionIsClosedAtTheEndOfItsLifetime() throws {

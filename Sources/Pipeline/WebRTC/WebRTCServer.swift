@@ -49,7 +49,7 @@ final class WebRTCServer: Service, Sendable {
         httpLoops = httpGroup
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
-        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress,
+        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress, loopbackReserve: 8,
                                     lifetime: .seconds(Self.connectionLifetimeSeconds), endpoint: "WHIP endpoint",
                                     refusals: metrics.refusedCounter(.connections), logger: logger)
         certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
