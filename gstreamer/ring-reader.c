@@ -119,11 +119,14 @@ __attribute__((noinline)) static enum ring_read_result read_unguarded(const stru
     uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
     for (;;) {
-        if (sequence > streamrecv_shm_load_u64(&header->latest_sequence)) return RING_READ_NOT_YET;
+        uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
+        if (sequence > latest) return RING_READ_NOT_YET;
         /* Never written while latest says the frame exists: this object began after it. */
         if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return RING_READ_LAPPED;
         uint64_t begin = streamrecv_shm_read_begin(slot);
-        if (begin == 0) return RING_READ_NOT_YET; /* the writer is in this slot */
+        /* The writer is in this slot, which it only fills with frame latest + 1: a frame before latest is being
+         * overwritten (lost; the next is whole in its slot). Waiting instead chased the slot written next. */
+        if (begin == 0) return sequence < latest ? RING_READ_LAPPED : RING_READ_NOT_YET;
         memcpy(copy, slot, sizeof *copy);
         int valid = copy->sequence == sequence && streamrecv_shm_check_slot(copy, &ring->geometry) == NULL;
         if (valid) take(context, copy, streamrecv_shm_data_in(ring->base, &ring->geometry, index));

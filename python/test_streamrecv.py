@@ -128,6 +128,18 @@ class ReaderTest(unittest.TestCase):
         with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
             self.assertEqual([frame.sequence for frame in reader.frames(timeout=0.05, start=1)], [1])
 
+    def test_a_frame_whose_slot_is_being_overwritten_is_skipped(self):
+        # A slow reader lapped to the oldest frame finds the writer in its slot: that frame is gone, the next is
+        # whole (waiting instead chased the slot the writer fills next, for as long as the writer kept up).
+        for sequence in range(1, HandMadeRing.SLOTS + 2):
+            self.ring.publish(sequence, sequence * 10)
+        self.ring.publish(HandMadeRing.SLOTS + 2, 99, torn=True)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            self.assertEqual(reader.read(2), 3)
+            frames = list(reader.frames(timeout=0.05, start=2))
+            self.assertEqual([frame.sequence for frame in frames], list(range(3, HandMadeRing.SLOTS + 2)))
+            self.assertEqual(reader.lapped, 1)
+
     def test_numpy_views(self):
         try:
             import numpy  # noqa: F401

@@ -108,7 +108,10 @@ struct RingAttachment: Sendable {
                 return .lapped(oldestAvailable: Self.oldestHeld(after: sequence, latest: latest, ring: ring, geometry: geometry))
             }
             let begin = streamrecv_shm_read_begin(slot)
-            if begin == 0 { return .torn }
+            // The writer is in the slot, which it only ever fills with frame latest + 1: a frame before latest is
+            // being overwritten, so it is lost (lapped), and the next one is whole in its own slot. Waiting for it
+            // instead had a slow reader chase the oldest slot, the very one the writer fills next, for ever.
+            if begin == 0 { return sequence < latest ? .lapped(oldestAvailable: sequence + 1) : .torn }
             var copy = slot.pointee
             guard copy.sequence == sequence else {
                 guard streamrecv_shm_read_end(slot, begin) != 0 else { return .torn }

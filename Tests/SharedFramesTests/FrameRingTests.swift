@@ -120,6 +120,38 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
         #expect(UInt64(accepted) + reader.lappedFrames == frames)
     }
 
+    /// A lapped reader is sent to the oldest frame held, whose slot is the one the writer fills next. Found in the
+    /// writer's hands, that frame is lost and the next is whole: waiting for it instead chased the writer from slot
+    /// to slot for as long as it kept writing (the torn test above stalled so under TSan).
+    @Test func aFrameWhoseSlotIsBeingOverwrittenIsSkipped() throws {
+        let name = uniqueShmName("overwritten")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "overwritten", slotCount: 2, maxWidth: 32, maxHeight: 32))
+        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
+        for sequence in 1...3 {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+        }
+        // Frame 2 is in slot 1, where the writer puts frame 4: make its seqlock odd, as while it writes there.
+        let descriptor = shm_open("/" + name, O_RDWR, 0)
+        defer { close(descriptor) }
+        let base = try #require(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0))
+        defer { munmap(base, 8192) }
+        let header = base.assumingMemoryBound(to: streamrecv_shm_header.self)
+        let seqlock = (base + Int(header.pointee.slot_table_offset) + Int(header.pointee.slot_size))
+            .assumingMemoryBound(to: UInt64.self)
+        seqlock.pointee |= 1
+        let reader = try FrameRingReader(shmName: name)
+        var pixels: [UInt8] = []
+        guard case .frame(let info) = reader.next(after: 1, into: &pixels, timeoutNanoseconds: 2_000_000_000) else {
+            Issue.record("frame 3 was not read past the slot being written")
+            return
+        }
+        #expect(info.sequence == 3 && matchesPattern(pixels, sequence: 3))
+        #expect(reader.lappedFrames == 1)
+        #expect(reader.read(sequence: 2, into: &pixels) == .lapped(oldestAvailable: 3))
+    }
+
     @Test func aSecondWriterIsRefused() throws {
         let name = uniqueShmName("exclusive")
         defer { shm_unlink("/" + name) }

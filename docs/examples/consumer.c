@@ -99,18 +99,21 @@ static int replaced(const char *name, const struct ring *ring) {
 }
 
 /* Copies frame `sequence` into `copy` and `pixels` (at least slot_data_capacity bytes). Returns 1 done, 0 not
- * published yet, -1 lapped (overwritten, or older than this object), -3 the slot is not a valid frame. Called with
- * the SIGBUS jump point set: a truncated object lands there. */
+ * published yet, -1 lapped (overwritten, or older than this object), -2 being overwritten (the next frame is
+ * whole), -3 the slot is not a valid frame. Called with the SIGBUS jump point set: a truncated object lands there. */
 static int read_frame(const struct ring *ring, uint64_t sequence, struct streamrecv_shm_slot *copy, uint8_t *pixels) {
     const struct streamrecv_shm_header *header = ring->base;
     uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
     for (;;) {
-        if (sequence > streamrecv_shm_load_u64(&header->latest_sequence)) return 0;
+        uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
+        if (sequence > latest) return 0;
         /* Never written while latest says the frame exists: this object began after it. */
         if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return -1;
         uint64_t begin = streamrecv_shm_read_begin(slot);
-        if (begin == 0) return 0; /* the writer is in this slot: wait for its wake-up (or it died) */
+        /* The writer is in this slot, which it only fills with frame latest + 1: a frame before latest is being
+         * overwritten (lapped); frame latest itself, wait for the writer's wake-up (or it died mid-write). */
+        if (begin == 0) return sequence < latest ? -2 : 0;
         memcpy(copy, slot, sizeof *copy);
         int valid = copy->sequence == sequence && streamrecv_shm_check_slot(copy, &ring->geometry) == NULL;
         if (valid) memcpy(pixels, streamrecv_shm_data_in(ring->base, &ring->geometry, index), copy->data_size);
@@ -199,6 +202,11 @@ int main(int argc, char **argv) {
             } else {
                 idle_waits = 0;
             }
+            continue;
+        }
+        if (outcome == -2) {
+            fprintf(stderr, "consumer: lapped: frame %llu was overwritten before being read\n", (unsigned long long)next);
+            next++;
             continue;
         }
         if (outcome < 0) {

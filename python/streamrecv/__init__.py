@@ -383,7 +383,10 @@ class FrameRing:
                 if begin == 0:
                     return latest + 1  # never written, though latest says the frame exists: this object began after it
                 if begin & 1:
-                    return None  # being written: the writer wakes the futex when done (or died mid-write)
+                    # Being written, which the writer only ever does with frame latest + 1: a frame before latest is
+                    # being overwritten (lost; the next one is whole). Frame `latest` itself: wait for the futex
+                    # (one slot, or a writer that died mid-write).
+                    return sequence + 1 if sequence < latest else None
                 raw = self._pread(SLOT_SIZE, slot_base)
                 slot = {name: _unpack(SLOT, raw, 0, name) for name in SLOT}
                 problem = _check_slot(slot, geometry) if slot["sequence"] == sequence else None
