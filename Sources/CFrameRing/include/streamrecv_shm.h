@@ -16,7 +16,8 @@
  *
  * Reader rules: validate the header once against the size you mapped (streamrecv_shm_check_header) and use only
  * the validated geometry from then on: anyone who can create an object under /dev/shm can write any header. Read
- * latest_sequence (acquire), pick the slot, read its seqlock (acquire; odd means being written: retry), copy what
+ * latest_sequence (acquire), pick the slot, read its seqlock (acquire; odd means being written: with frame
+ * latest + 1, so a frame before latest is lost, lapped; frame latest itself, wait and retry), copy what
  * you need, then re-read the seqlock (after an acquire fence): a different value means the copy is torn and must
  * be discarded. Check the copied slot (streamrecv_shm_check_slot) before using its plane fields. A slot whose
  * `sequence` is not the one you wanted means you were lapped. To wait, FUTEX_WAIT on wake_word with the value you
