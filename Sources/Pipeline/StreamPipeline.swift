@@ -258,21 +258,21 @@ final class StreamPipeline: Sendable {
     /// not be turned away by it. The new connection is not read while it waits.
     private func admit(_ channel: Channel, worker: StreamWorker, registry: SenderRegistry, mayWait: Bool) -> EventLoopFuture<Void> {
         switch registry.admit(channel, now: MonotonicClock.nanoseconds()) {
-        case .refused(let current, let currentID):
+        case .refused(let current):
             guard mayWait else {
                 refuse(.secondSender, remote: channel.remoteAddress)
                 return channel.close()
             }
             let decided = channel.eventLoop.makePromise(of: Void.self)
             let timeout = channel.eventLoop.scheduleTask(in: .milliseconds(Self.refusalGraceMilliseconds)) { decided.succeed() }
-            current.closeFuture.hop(to: channel.eventLoop).whenComplete { _ in
-                registry.release(currentID)
+            current.sender.closeFuture.hop(to: channel.eventLoop).whenComplete { _ in
+                registry.release(current.id)
                 timeout.cancel()
                 decided.succeed()
             }
             return decided.futureResult.flatMap { [self] in admit(channel, worker: worker, registry: registry, mayWait: false) }
-        case .accepted(let id, let replaced, let staleFor):
-            if let replaced {
+        case .admitted(let id, let replaced, let staleFor):
+            if let replaced = replaced?.sender {
                 metrics.takeover(staleFor == nil ? .policy : .stale)
                 let why = staleFor.map { "the current one delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s" }
                     ?? "second_sender = takeover"

@@ -10,22 +10,17 @@ import SharedFrames
 /// thread and never shared (not Sendable): the caller and the refusal log live here alone (what libsrt's thread
 /// asks about callers is `SRTAdmissionGate`).
 final class SRTListenerThread {
-    private struct Caller {
-        var socket: SRTSOCKET
-        var id: ConnectionID
-        var admittedAt: UInt64
-    }
+    /// The caller streaming now: its socket is the slot's sender.
+    private typealias Caller = SenderSlot<SRTSOCKET>.Occupant
 
     private let owner: SRTListener
     private let configuration: StreamConfiguration
     private let settings: SRTSettings
     private let worker: StreamWorker
-    private let activity: SenderActivity
     private let metrics: StreamMetrics
     private let listener: SRTSOCKET
     private let epoll: Int32
-    private var caller: Caller?
-    private var nextID: ConnectionID = 1
+    private var slot: SenderSlot<SRTSOCKET>
     private var log: RateLimitedLogger
     private var nextStatistics: UInt64 = 0
     /// When to give freed memory back to the system, after callers were closed (`returnFreedMemory`).
@@ -36,9 +31,10 @@ final class SRTListenerThread {
     /// Throws when libsrt cannot make the epoll set: the stream then fails to start, and says why.
     init(_ owner: SRTListener) throws {
         self.owner = owner
-        (configuration, settings, worker, activity, metrics, listener) =
-            (owner.configuration, owner.settings, owner.worker, owner.activity, owner.metrics, owner.listener)
+        (configuration, settings, worker, metrics, listener) =
+            (owner.configuration, owner.settings, owner.worker, owner.metrics, owner.listener)
         log = RateLimitedLogger(logger: owner.logger)
+        slot = SenderSlot(policy: owner.configuration.admissionPolicy, activity: owner.activity)
         epoll = srt_epoll_create()
         guard epoll >= 0 else { throw SRTError.call("srt_epoll_create: \(String(cString: srt_getlasterror_str()))") }
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
@@ -60,14 +56,14 @@ final class SRTListenerThread {
             for event in events.prefix(max(0, ready)) {
                 if event.fd == listener {
                     acceptCaller(now: now)
-                } else if let current = caller, event.fd == current.socket {
+                } else if let current = slot.occupant, event.fd == current.sender {
                     receive(from: current, now: now)
                 }
             }
             checkCaller(now: now)
             returnFreedMemory(now: now)
         }
-        if let caller { close(caller) }
+        if let current = slot.occupant { close(current) }
         srt_epoll_release(epoll)
         owner.threadEnded()
     }
@@ -93,25 +89,17 @@ final class SRTListenerThread {
             // Limited per kind of mismatch: a wrong passphrase must not hide an unencrypted caller's line.
             return refuse(socket, from: address, .passphrase, key: "passphrase-\(problem.prefix(12))", "SRT caller refused: \(problem) (remote \(remote))")
         }
-        let quiet = caller.map {
-            SenderDeadlines.quiet(admittedAt: $0.admittedAt, lastProgress: activity.lastProgress(of: $0.id), now: now)
-        }
-        switch configuration.admissionPolicy.decide(currentQuietFor: quiet) {
-        case .refuse:
+        guard case .admitted(let id, let replaced, let staleFor) = slot.admit(socket, now: now) else {
             return refuse(socket, from: address, .secondSender, "second SRT caller refused: the current one is delivering video (second_sender = refuse) (remote \(remote))")
-        case .takeOver(let staleFor):
+        }
+        if let replaced {
             metrics.takeover(staleFor == nil ? .policy : .stale)
             let why = staleFor.map { "the current one delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s" }
                 ?? "second_sender = takeover"
             log.log(.warning, key: "takeover", now: now, "new SRT caller takes over (\(why)) (remote \(remote))")
             // The decode thread ends the old caller's session when the new one's begins.
-            if let current = caller { close(current) }
-        case .admit:
-            break
+            close(replaced)
         }
-        let id = nextID
-        nextID += 1
-        caller = Caller(socket: socket, id: id, admittedAt: now)
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
         srt_epoll_add_usock(epoll, socket, &events)
         worker.enqueue(.connected(id, remote: "srt \(remote)"))
@@ -149,7 +137,7 @@ final class SRTListenerThread {
         var failure: Int32?
         while bytes.count < 256 << 10 {
             let count = message.withUnsafeMutableBufferPointer { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { srt_recvmsg(current.socket, $0.baseAddress, Int32($0.count)) }
+                buffer.withMemoryRebound(to: CChar.self) { srt_recvmsg(current.sender, $0.baseAddress, Int32($0.count)) }
             }
             if count > 0 {
                 bytes.append(contentsOf: message[0..<Int(count)])
@@ -183,22 +171,20 @@ final class SRTListenerThread {
 
     /// The caller's idle deadline, and libsrt's loss counters once a second.
     private func checkCaller(now: UInt64) {
-        guard let current = caller else { return }
+        guard let current = slot.occupant else { return }
         if now >= nextStatistics {
             nextStatistics = now + 1_000_000_000
             collectStatistics(current, now: now)
         }
-        let timeout = configuration.admissionPolicy.deadlines.idleTimeout
-        let quiet = SenderDeadlines.quiet(admittedAt: current.admittedAt, lastProgress: activity.lastProgress(of: current.id), now: now)
-        if timeout > 0 && quiet > timeout {
+        if let (idle, quiet) = slot.idle(now: now) {
             metrics.idleDisconnects.increment()
-            end(current, reason: .idle(seconds: Double(quiet) / 1e9))
+            end(idle, reason: .idle(seconds: Double(quiet) / 1e9))
         }
     }
 
     private func collectStatistics(_ current: Caller, now: UInt64) {
         var statistics = SRT_TRACEBSTATS()
-        guard srt_bstats(current.socket, &statistics, 1) == 0 else { return }
+        guard srt_bstats(current.sender, &statistics, 1) == 0 else { return }
         if statistics.pktRcvLoss > 0 { metrics.srtPacketsLost.increment(by: Int64(statistics.pktRcvLoss)) }
         if statistics.pktRcvDrop > 0 {
             metrics.srtPacketsDropped.increment(by: Int64(statistics.pktRcvDrop))
@@ -214,10 +200,10 @@ final class SRTListenerThread {
     }
 
     private func close(_ current: Caller) {
-        srt_epoll_remove_usock(epoll, current.socket)
-        srt_close(current.socket)
+        srt_epoll_remove_usock(epoll, current.sender)
+        srt_close(current.sender)
         closed(now: MonotonicClock.nanoseconds())
-        if caller?.id == current.id { caller = nil }
+        slot.release(current.id)
     }
 
     // MARK: - Memory

@@ -100,14 +100,12 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     private let worker: StreamWorker
     private let configuration: StreamConfiguration
     private let metrics: StreamMetrics
-    private let activity: SenderActivity
-    private let policy: AdmissionPolicy
-    private var deadlines: SenderDeadlines { policy.deadlines }
+    private var deadlines: SenderDeadlines { slot.policy.deadlines }
     /// Bytes each receive buffer holds per datagram: a datagram that fills it may have been cut short.
     private let messageBytes: Int
     private var log: RateLimitedLogger
-    private var active: (id: ConnectionID, source: SocketAddress, admittedAt: UInt64)?
-    private var nextID: ConnectionID = 1
+    /// The source sending now.
+    private var slot: SenderSlot<SocketAddress>
     private var idleCheck: RepeatedTask?
     /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
     private var kernelDrops: UInt32?
@@ -121,9 +119,8 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         self.worker = worker
         self.configuration = configuration
         self.metrics = metrics
-        self.activity = activity
         self.messageBytes = messageBytes
-        policy = configuration.admissionPolicy
+        slot = SenderSlot(policy: configuration.admissionPolicy, activity: activity)
         log = RateLimitedLogger(logger: logger)
     }
 
@@ -141,12 +138,9 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     }
 
     private func checkIdle() {
-        guard deadlines.idleTimeout > 0, let current = active else { return }
-        let quiet = quietness(of: current, now: MonotonicClock.nanoseconds())
-        if quiet > deadlines.idleTimeout {
-            metrics.idleDisconnects.increment()
-            end(reason: .idle(seconds: Double(quiet) / 1e9))
-        }
+        guard let (current, quiet) = slot.idle(now: MonotonicClock.nanoseconds()) else { return }
+        metrics.idleDisconnects.increment()
+        end(current.id, reason: .idle(seconds: Double(quiet) / 1e9))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -156,14 +150,10 @@ final class DatagramSenderHandler: ChannelInboundHandler {
 
     /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
     private func sendFeedback(_ bytes: [UInt8], on channel: Channel) {
-        guard var destination = active?.source, let port = destination.port else { return }
+        guard var destination = slot.occupant?.sender, let port = destination.port else { return }
         if !configuration.rtp.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
         let envelope = AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes))
         channel.writeAndFlush(envelope, promise: nil)
-    }
-
-    private func quietness(of sender: (id: ConnectionID, source: SocketAddress, admittedAt: UInt64), now: UInt64) -> UInt64 {
-        SenderDeadlines.quiet(admittedAt: sender.admittedAt, lastProgress: activity.lastProgress(of: sender.id), now: now)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -180,29 +170,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             log.log(.warning, key: "not-allowed", now: now, "datagrams from a source outside allow ignored (latest from \(source))")
             return
         }
-        if let current = active, current.source != source {
-            switch policy.decide(currentQuietFor: quietness(of: current, now: now)) {
-            case .refuse:
-                metrics.refused(.secondSender)
-                log.log(.warning, key: "second-sender", now: now,
-                        "datagrams from a second sender ignored while the current one delivers video (second_sender = refuse; latest from \(source))")
-                return
-            case .takeOver(let staleFor):
-                metrics.takeover(staleFor == nil ? .policy : .stale)
-                log.log(.warning, key: "takeover", now: now, staleFor.map {
-                    "datagrams from \(source) take over from \(current.source), which delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s"
-                } ?? "datagrams from \(source) take over from \(current.source) (second_sender = takeover)")
-                end(reason: .takenOver)
-            case .admit:
-                break
-            }
-        }
-        if active == nil {
-            active = (nextID, source, now)
-            nextID += 1
-            worker.enqueue(.connected(active!.id, remote: source.description))
-        }
-        let id = active!.id
+        guard let id = sender(source, now: now) else { return }
         // A datagram that filled its buffer may have been longer (the kernel cut it): lost, not decoded damaged.
         guard envelope.data.readableBytes < messageBytes else {
             reportLoss(id, datagrams: 1, because: "longer than \(messageBytes) bytes", now: now)
@@ -215,6 +183,29 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         }
         let bytes = worker.bytePool.copy(envelope.data)
         _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+    }
+
+    /// `source`'s id as the stream's sender: the current one's, or a new one's that the policy admits; nil when
+    /// refused.
+    private func sender(_ source: SocketAddress, now: UInt64) -> ConnectionID? {
+        if let current = slot.occupant, current.sender == source { return current.id }
+        switch slot.admit(source, now: now) {
+        case .refused:
+            metrics.refused(.secondSender)
+            log.log(.warning, key: "second-sender", now: now,
+                    "datagrams from a second sender ignored while the current one delivers video (second_sender = refuse; latest from \(source))")
+            return nil
+        case .admitted(let id, let replaced, let staleFor):
+            if let replaced {
+                metrics.takeover(staleFor == nil ? .policy : .stale)
+                log.log(.warning, key: "takeover", now: now, staleFor.map {
+                    "datagrams from \(source) take over from \(replaced.sender), which delivered no video for \(String(Double($0) / 1e9, decimals: 1)) s"
+                } ?? "datagrams from \(source) take over from \(replaced.sender) (second_sender = takeover)")
+                ended(replaced.id, reason: .takenOver)
+            }
+            worker.enqueue(.connected(id, remote: source.description))
+            return id
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -236,7 +227,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             return
         }
         lossWindow = nil
-        if let current = active { worker.enqueue(.lossWindow(current.id, open: false)) }
+        if let current = slot.occupant { worker.enqueue(.lossWindow(current.id, open: false)) }
     }
 
     /// Datagrams the kernel dropped since the last read batch (its receive buffer was full) precede this batch.
@@ -254,7 +245,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         defer { kernelDrops = info.8 }
         // Nothing queued: whatever was queued when the drop was seen has been read (by this batch at the latest).
         if info.0 == 0, lossWindow != nil { lossWindow = (0, true) }
-        guard let previous = kernelDrops, info.8 != previous, let current = active else { return }
+        guard let previous = kernelDrops, info.8 != previous, let current = slot.occupant else { return }
         // The kernel drops when its queue is full, so the gap follows what was queued then: this batch and what
         // is still queued now (SK_MEMINFO_RMEM_ALLOC, entry 0; payload plus overhead, so an upper bound).
         let count = Int(info.8 &- previous)
@@ -273,14 +264,18 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        end(reason: .listenerClosed)
+        if let current = slot.occupant { end(current.id, reason: .listenerClosed) }
         context.fireChannelInactive()
     }
 
-    private func end(reason: DisconnectReason) {
-        guard let current = active else { return }
-        active = nil
+    private func end(_ id: ConnectionID, reason: DisconnectReason) {
+        guard slot.release(id) != nil else { return }
+        ended(id, reason: reason)
+    }
+
+    /// `id` is no longer the sender (released, or taken over): the decode thread hears it.
+    private func ended(_ id: ConnectionID, reason: DisconnectReason) {
         lossWindow = nil
-        worker.enqueue(.disconnected(current.id, reason: reason))
+        worker.enqueue(.disconnected(id, reason: reason))
     }
 }

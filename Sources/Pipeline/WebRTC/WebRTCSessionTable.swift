@@ -34,9 +34,8 @@ final class WebRTCSessionTable {
     private var sessions: [String: WebRTCSession] = [:]
     private var byUsername: [String: String] = [:]
     private var byAddress: [SocketAddress: String] = [:]
-    /// The session each stream has (one at a time, by its `second_sender` policy).
-    private var current: [String: String] = [:]
-    private var nextConnection: ConnectionID = 1
+    /// Each stream's session (one at a time, by its `second_sender` policy): the slot's sender is its id.
+    private var slots: [String: SenderSlot<String>] = [:]
     /// Sends a datagram from the media socket; set once it is bound.
     var send: (([UInt8], SocketAddress) -> Void)?
     private var lastReport: UInt64 = 0
@@ -61,16 +60,24 @@ final class WebRTCSessionTable {
     // MARK: - Streams
 
     func attach(_ route: WebRTCRoute) {
-        routes[route.configuration.name] = route
+        let name = route.configuration.name
+        // A session fed the route this one replaces (its decode thread): it does not carry over.
+        if let id = current(of: name) { end(id, .streamStopped, "the stream restarted", now: MonotonicClock.nanoseconds()) }
+        routes[name] = route
+        slots[name] = SenderSlot(policy: route.configuration.admissionPolicy, activity: route.activity)
         setStatus(route, "WebRTC: waiting for a WHIP client at \(configuration.url(of: route.configuration.name))")
     }
 
     /// The stream stops (reload, shutdown): its session ends.
     func detach(stream: String) {
-        if let id = current[stream] { end(id, .streamStopped, "the stream stopped", now: MonotonicClock.nanoseconds()) }
+        if let id = current(of: stream) { end(id, .streamStopped, "the stream stopped", now: MonotonicClock.nanoseconds()) }
         routes[stream] = nil
+        slots[stream] = nil
         reportStatus(stream, nil)
     }
+
+    /// The id of the stream's session now.
+    private func current(of stream: String) -> String? { slots[stream]?.occupant?.sender }
 
     /// The stream's source status, in its ring (`streamrecvctl status`) and for the daemon's STATUS= line.
     private func setStatus(_ route: WebRTCRoute, _ text: String) {
@@ -92,7 +99,7 @@ final class WebRTCSessionTable {
         }
         // An offer that takes over its stream's session frees that session's place: with the table full, a client
         // back after a crash (its old session stale) is let in, not refused for its own leftover.
-        let replacesOne = if case .takeOver = decision(for: route, now: now)?.verdict { true } else { false }
+        let replacesOne = if case .takeOver? = slots[name]?.decision(now: now) { true } else { false }
         guard sessions.count < configuration.maximumSessions || replacesOne else {
             return .refused(.full, status: .serviceUnavailable, message: "\(configuration.maximumSessions) WebRTC sessions are open (max_sessions)")
         }
@@ -115,43 +122,50 @@ final class WebRTCSessionTable {
         } catch {
             return .refused(.noCodec, status: .unsupportedMediaType, message: "\(error)")
         }
-        if let refusal = admit(stream: route, now: now) { return refusal }
         let id = Self.randomText(22)
-        let session = WebRTCSession(id: id, stream: name, connection: nextConnection, local: credentials, offer: offer,
+        let connection: ConnectionID
+        switch admit(id, stream: name, now: now) {
+        case .success(let seated): connection = seated
+        case .failure(let refusal): return refusal.outcome
+        }
+        let session = WebRTCSession(id: id, stream: name, connection: connection, local: credentials, offer: offer,
                                     media: answer.media, identity: identity, now: now)
-        nextConnection += 1
         sessions[id] = session
         byUsername[session.expectedUsername] = id
-        current[name] = id
         metrics.sessionsStarted.increment()
         metrics.sessionsOpen.record(sessions.count)
         log.logger.info("WebRTC session \(id) offered for stream \(name) (\(answer.media.codec), payload type \(answer.media.payloadType)) from \(remote?.description ?? "unknown")")
         return .created(id: id, answer: answer.sdp)
     }
 
-    /// The stream's `second_sender` policy against its current session: a session that has delivered no video
-    /// for the hold time is taken over whatever the policy.
-    private func admit(stream route: WebRTCRoute, now: UInt64) -> OfferOutcome? {
-        guard case let (id, verdict)? = decision(for: route, now: now) else { return nil }
-        switch verdict {
-        case .admit:
-            return nil
-        case .refuse:
-            route.metrics.refused(.secondSender)
-            return .refused(.secondSender, status: .conflict, message: "the stream has a WebRTC session that is connecting or delivering video (second_sender = refuse); try again once it ends or goes quiet")
-        case .takeOver(let staleFor):
-            route.metrics.takeover(staleFor == nil ? .policy : .stale)
-            end(id, .takenOver, "a new session takes over", now: now)
-            return nil
-        }
+    private struct Refusal: Error {
+        let outcome: OfferOutcome
     }
 
-    /// The stream's current session and what its `second_sender` policy says of a new one against it; nil when
-    /// the stream has none.
-    private func decision(for route: WebRTCRoute, now: UInt64) -> (current: String, verdict: AdmissionPolicy.Decision)? {
-        guard let id = current[route.configuration.name], let session = sessions[id] else { return nil }
-        let quiet = SenderDeadlines.quiet(admittedAt: session.createdAt, lastProgress: route.activity.lastProgress(of: session.connection), now: now)
-        return (id, route.configuration.admissionPolicy.decide(currentQuietFor: quiet))
+    /// Session `id` takes the stream's slot, by its `second_sender` policy against the current session (one that
+    /// has delivered no video for the hold time is taken over whatever the policy): the connection id it sends as.
+    /// A session taken over ends first, so that the decode thread hears of it before the new one.
+    private func admit(_ id: String, stream name: String, now: UInt64) -> Result<ConnectionID, Refusal> {
+        guard let route = routes[name], let slot = slots[name] else {
+            return .failure(Refusal(outcome: .refused(.unknownStream, status: .notFound, message: "no WebRTC stream named '\(name)'")))
+        }
+        if let current = slot.occupant {
+            switch slot.decision(now: now) {
+            case .refuse:
+                route.metrics.refused(.secondSender)
+                return .failure(Refusal(outcome: .refused(.secondSender, status: .conflict, message: "the stream has a WebRTC session that is connecting or delivering video (second_sender = refuse); try again once it ends or goes quiet")))
+            case .takeOver(let staleFor):
+                route.metrics.takeover(staleFor == nil ? .policy : .stale)
+                end(current.sender, .takenOver, "a new session takes over", now: now)
+            case .admit:
+                break
+            }
+        }
+        // Empty now, or the policy admits beside nothing: a refusal here would be a session that did not end.
+        guard case .admitted(let connection, _, _)? = slots[name]?.admit(id, now: now) else {
+            return .failure(Refusal(outcome: .refused(.secondSender, status: .conflict, message: "the stream's session did not give way")))
+        }
+        return .success(connection)
     }
 
     /// DELETE of a session's URL: true when it existed for that stream.
@@ -215,7 +229,7 @@ final class WebRTCSessionTable {
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
-        guard current[session.stream] == session.id, let route = routes[session.stream] else { return }
+        guard current(of: session.stream) == session.id, let route = routes[session.stream] else { return }
         let worker = route.worker
         guard worker.acceptsMoreBytes else {
             route.metrics.datagramsLost.increment()
@@ -231,7 +245,7 @@ final class WebRTCSessionTable {
         case .none:
             break
         case .connected:
-            guard let route = routes[session.stream], current[session.stream] == session.id else { return }
+            guard let route = routes[session.stream], current(of: session.stream) == session.id else { return }
             let worker = route.worker
             worker.enqueue(.connected(session.connection, remote: session.remote?.description ?? "unknown"))
             worker.enqueue(.rtpSession(session.connection, RTPSessionMedia(
@@ -249,8 +263,7 @@ final class WebRTCSessionTable {
         guard let session = sessions.removeValue(forKey: id) else { return }
         byUsername[session.expectedUsername] = nil
         if let remote = session.remote, byAddress[remote] == id { byAddress[remote] = nil }
-        if current[session.stream] == id {
-            current[session.stream] = nil
+        if slots[session.stream]?.release(session.connection) != nil {
             if let route = routes[session.stream] {
                 if session.isConnected {
                     // The decode thread's "sender disconnected" line says why: a stream that stops (a reload removed
@@ -282,7 +295,7 @@ final class WebRTCSessionTable {
 
     /// RTCP from the decode thread (a keyframe request) to the stream's connected session.
     func sendFeedback(_ packet: [UInt8], stream: String) {
-        guard let id = current[stream], let session = sessions[id], let remote = session.remote,
+        guard let id = current(of: stream), let session = sessions[id], let remote = session.remote,
               let protected = session.protectRTCP(packet) else { return }
         send?(protected, remote)
     }
