@@ -66,22 +66,6 @@ public final class StreamDecoder {
     /// Failures in a row after which a working hardware decoder is taken for lost.
     public static let hardwareFailuresBeforeFallback = 3
 
-    public struct Statistics: Sendable, Equatable {
-        public var creations = 0
-        public var recreations = 0
-        public var creationFailures = 0
-        public var decodeErrors = 0
-        public var resets = 0
-        public var skippedAccessUnits = 0
-        public var framesDecoded = 0
-        public var hardwareFallbacks = 0
-        public init() {}
-    }
-
-    public enum State: Sendable, Equatable {
-        case idle, decoding, degraded
-    }
-
     public let configuration: DecoderConfiguration
     public private(set) var statistics = Statistics()
     public private(set) var state = State.idle
@@ -96,19 +80,39 @@ public final class StreamDecoder {
     /// Errors logged by decoders this one has closed: `loggedErrors` only grows.
     private var retiredDecoderErrors = 0
     private var openedWith: (codec: VideoCodec, parameterSets: [UInt8]?)?
-    private var selection: HardwareSelection?
-    private var softwareOnly = false
-    private var hardwareConfirmed = false
+    private var decodingPath = DecodingPath.undecided
     private var consecutiveFailures = 0
     private var gop: GroupOfPicturesRecord
     /// Failures in a row of the hardware decoder, and frames it decoded (for an injected failure).
     private var hardwareFailures = 0
     private var hardwareFrames = 0
     private var waitingReported = false
-    /// Set when the unconfirmed hardware decoder failed; acted on once the current call can publish frames.
-    private var pendingFallback: String?
-    /// Set when too many failures in a row condemned the decoder; torn down once its frames are drained.
-    private var pendingReset = false
+    /// What a failure while feeding decided, acted on once the current call can publish frames.
+    private var pending = PendingChange.none
+
+    /// Which decoder the stream uses, as far as hardware goes.
+    private enum DecodingPath {
+        /// Nothing opened yet (or the selection failed: tried again at the next keyframe).
+        case undecided
+        /// `HardwareSelection` chose; `firstFrameSeen`: the current hardware decoder has handed out a frame, so
+        /// a later failure means the device is lost (before it, the device may only lack this profile).
+        case chosen(HardwareSelection, firstFrameSeen: Bool)
+        /// A hardware decoder failed: software for the rest of the stream.
+        case softwareForGood
+    }
+
+    private enum PendingChange: Equatable {
+        case none
+        /// The hardware decoder failed or was taken for lost: software from the current GOP on.
+        case fallBack(reason: String)
+        /// Too many failures in a row condemned the decoder: torn down once its frames are drained.
+        case reset
+    }
+
+    private var selection: HardwareSelection? { if case .chosen(let selection, _) = decodingPath { selection } else { nil } }
+
+    /// Whether a hardware decoder has shown it works (a software one needs not).
+    private var hardwareConfirmed: Bool { if case .chosen(let chosen, let seen) = decodingPath { chosen.device == nil || seen } else { true } }
 
     public init(
         configuration: DecoderConfiguration, probe: HardwareDeviceProbing = FFmpegHardwareProbe(),
@@ -123,28 +127,17 @@ public final class StreamDecoder {
     }
 
     /// The hardware device the current decoder uses (a simulated one included); nil in software.
-    private var device: HardwareDevice? { softwareOnly || decoder == nil ? nil : selection?.device }
+    private var device: HardwareDevice? { decoder == nil ? nil : selection?.device }
 
     /// A GPU frame could not be downloaded: the device is taken for lost, and the stream goes on in software from
     /// the current GOP (acted on when the current `decode` call returns). Called by the frame's consumer.
     public func reportHardwareFailure(_ reason: String) {
         guard device != nil else { return }
-        pendingFallback = reason
+        pending = .fallBack(reason: reason)
     }
 
     /// The path in use: "software", or the accelerator's name.
     public var path: String { decoder?.hardware?.accelerator.rawValue ?? "software" }
-
-    /// Which part of an access unit a `decode` call carries.
-    public enum Part: Sendable, Equatable {
-        /// The whole access unit.
-        case whole
-        /// H.264 slices as they arrive: the part up to and including the picture's first slice (the first part
-        /// decides, as a whole access unit would, whether to open, recreate or wait for a keyframe) ...
-        case first
-        /// ... and each later slice.
-        case next
-    }
 
     /// Whether access units may be decoded slice by slice now (`Part`): H.264 in software, without frame threads
     /// (which libavcodec cannot combine with parts of pictures), and no hardware decoder that might still fall
@@ -189,19 +182,24 @@ public final class StreamDecoder {
         finishCall(output: output)
     }
 
-    /// A fallback or reset decided while feeding, acted on once frames can be published.
+    /// A fallback or reset decided while feeding, acted on once frames can be published (a replay in software may
+    /// decide a reset in turn).
     private func finishCall(output: (DecodedFrame) -> Void) {
-        if let reason = pendingFallback {
-            pendingFallback = nil
-            fallBackToSoftware(reason, output: output)
-        }
-        if pendingReset {
-            pendingReset = false
-            // Frames the decoder still holds were decoded before the failures: they are not lost.
-            if let decoder, case .accepted = decoder.sendEndOfStream() { receiveAll(from: decoder, output: output) }
-            decoder = nil
-            openedWith = nil
-            state = .degraded
+        while true {
+            switch pending {
+            case .none:
+                return
+            case .fallBack(let reason):
+                pending = .none
+                fallBackToSoftware(reason, output: output)
+            case .reset:
+                pending = .none
+                // Frames the decoder still holds were decoded before the failures: they are not lost.
+                if let decoder, case .accepted = decoder.sendEndOfStream() { receiveAll(from: decoder, output: output) }
+                decoder = nil
+                openedWith = nil
+                state = .degraded
+            }
         }
     }
 
@@ -219,19 +217,19 @@ public final class StreamDecoder {
     // MARK: - Creation
     private func open(for input: DecoderInput, recreation: Bool) -> Bool {
         waitingReported = false
-        if selection == nil {
-            let preference = softwareOnly ? HardwarePreference.none : configuration.hardware
+        if case .undecided = decodingPath {
             do {
-                selection = try HardwareSelection.select(preference, codec: input.codec, probe: probe)
+                let selection = try HardwareSelection.select(configuration.hardware, codec: input.codec, probe: probe)
+                decodingPath = .chosen(selection, firstFrameSeen: false)
+                report(.pathSelected(selection.summary))
             } catch {
                 statistics.creationFailures += 1
                 state = .degraded
                 report(.creationFailed(error, attempt: 1))
                 return false
             }
-            report(.pathSelected(selection!.summary))
         }
-        let device = softwareOnly ? nil : selection?.device
+        let device = selection?.device
         let started = monotonicNanoseconds()
         for attempt in 1...Self.maximumCreationAttempts {
             do {
@@ -241,7 +239,7 @@ public final class StreamDecoder {
                     assumedReorderDepth: input.decodedPictureBufferFrames,
                     hardware: device?.isSimulated == true ? nil : device, stream: streamName)
                 openedWith = (input.codec, input.parameterSets)
-                hardwareConfirmed = device == nil
+                if let selection { decodingPath = .chosen(selection, firstFrameSeen: false) }
                 hardwareFailures = 0
                 hardwareFrames = 0
                 consecutiveFailures = 0
@@ -289,7 +287,7 @@ public final class StreamDecoder {
                 recordFailure(error)
                 return
             }
-            if pendingFallback != nil || pendingReset { return }
+            if pending != .none { return }
         }
         if receiveAll(from: decoder, output: output) { consecutiveFailures = 0 }
     }
@@ -300,25 +298,25 @@ public final class StreamDecoder {
         while true {
             var fallbackReason: String?
             let outcome = decoder.receive { frame in
-                if !hardwareConfirmed {
+                if case .chosen(let selection, false) = decodingPath, selection.device != nil {
                     guard frame.isHardware || device?.simulatesWorkingDevice == true else {
                         fallbackReason = "the first frame came back in system memory"
                         return
                     }
-                    hardwareConfirmed = true
+                    decodingPath = .chosen(selection, firstFrameSeen: true)
                 }
                 hardwareFailures = 0
                 statistics.framesDecoded += 1
                 handOut(frame, output: output)
             }
             if let fallbackReason {
-                pendingFallback = fallbackReason
+                pending = .fallBack(reason: fallbackReason)
                 return false
             }
             switch outcome {
             case .frame:
                 // Taken for lost (an injected failure, a download that failed): its later frames come from the replay.
-                if pendingFallback != nil { return false }
+                if case .fallBack = pending { return false }
             case .needsInput, .endOfStream: return true
             case .failed(let error):
                 recordFailure(error)
@@ -332,12 +330,12 @@ public final class StreamDecoder {
         guard gop.shouldHandOut(pts: frame.pts) else { return }
         output(frame)
         // A download that failed inside `output` left the frame unpublished: the replay hands it out again.
-        guard pendingFallback == nil else { return }
+        if case .fallBack = pending { return }
         gop.noteHandedOut(pts: frame.pts)
         guard let device else { return }
         hardwareFrames += 1
         if let limit = device.injectedFailureAfterFrames, hardwareFrames >= limit {
-            pendingFallback = "injected device failure after \(limit) frames"
+            pending = .fallBack(reason: "injected device failure after \(limit) frames")
         }
     }
 
@@ -345,22 +343,23 @@ public final class StreamDecoder {
         if deviceSuspect, device != nil {
             hardwareFailures += 1
             if !hardwareConfirmed {
-                pendingFallback = error.description
+                pending = .fallBack(reason: error.description)
                 return
             }
             if hardwareFailures >= Self.hardwareFailuresBeforeFallback {
-                pendingFallback = "the device failed \(hardwareFailures) times in a row: \(error)"
+                pending = .fallBack(reason: "the device failed \(hardwareFailures) times in a row: \(error)")
                 return
             }
         }
         statistics.decodeErrors += 1
         consecutiveFailures += 1
         report(.decodeFailed(error, consecutive: consecutiveFailures))
-        if consecutiveFailures >= Self.failuresBeforeReset && !pendingReset {
+        // A fallback pending replaces the decoder anyway.
+        if consecutiveFailures >= Self.failuresBeforeReset && pending == .none {
             statistics.resets += 1
             report(.reset(consecutiveFailures: consecutiveFailures))
             consecutiveFailures = 0
-            pendingReset = true
+            pending = .reset
         }
     }
 
@@ -369,9 +368,8 @@ public final class StreamDecoder {
         statistics.hardwareFallbacks += 1
         report(.fellBackToSoftware(reason: reason))
         // Worked, then failed: the device is lost (one that never gave a frame may only lack this profile).
-        if hardwareConfirmed, let lost = selection?.device { probe.deviceLost(lost) }
-        softwareOnly = true
-        selection = HardwareSelection(device: nil, attempts: [], preference: .none)
+        if case .chosen(let selection, true) = decodingPath, let lost = selection.device { probe.deviceLost(lost) }
+        decodingPath = .softwareForGood
         decoder = nil
         openedWith = nil
         let replay = gop.isComplete ? gop.inputs : []
@@ -383,7 +381,11 @@ public final class StreamDecoder {
 
     /// A hardware decoder may still fail (before its first frame, or lost later) and the GOP be fed again in software.
     private var mayFallBack: Bool {
-        !softwareOnly && configuration.hardware != .none && (selection == nil || selection?.device != nil)
+        switch decodingPath {
+        case .undecided: configuration.hardware != .none
+        case .chosen(let selection, _): selection.device != nil
+        case .softwareForGood: false
+        }
     }
 
     /// Keeps the access units since the last random-access point, up to `maximumGOPBytes`, while a fallback may

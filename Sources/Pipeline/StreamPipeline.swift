@@ -91,18 +91,18 @@ final class StreamPipeline: Sendable {
             if let inheritedDescriptor { close(inheritedDescriptor) }
             throw error
         }
-        let worker = StreamWorker(configuration: configuration, writer: writer, ringEvents: ringEvents, activity: activity,
+        let worker = StreamWorker(configuration: configuration, ringEvents: ringEvents, activity: activity,
                                   logger: logger, metrics: metrics)
-        worker.start()
+        worker.start(ring: writer)
         phase.withLockedValue { $0 = .binding(worker, client: nil) }
         let registry = SenderRegistry(policy: configuration.admissionPolicy, activity: activity)
         let listener: Listener
         do {
             listener = try await bind(worker: worker, registry: registry)
         } catch {
-            // Let go of the ring at once (the next reload's instance takes it over); it keeps its last frames.
+            // The decode thread lets go of the ring at once (the next reload's instance takes it over); it keeps its
+            // last frames.
             worker.stopAndWait()
-            writer.close()
             logger.error("cannot listen on \(configuration.listen): \(error)")
             throw error
         }
@@ -142,10 +142,9 @@ final class StreamPipeline: Sendable {
         case .webrtc(let server):
             await server.detach(stream: configuration.name)
         }
-        worker.stopAndWait()
-        // Let go of the ring now, not whenever the last reference goes: a changed stream's new instance takes it.
+        // The ring is let go of now, not whenever the last reference goes: a changed stream's new instance takes it.
         let removing = removeRing.withLockedValue { $0 }
-        writer.close(removingName: removing)
+        worker.stopAndWait(removingRing: removing)
         logger.info(removing ? "stopped; /dev/shm/\(configuration.shmName) removed" : "stopped; /dev/shm/\(configuration.shmName) keeps the last frames")
     }
 

@@ -97,11 +97,9 @@ public enum PublishOutcome: Sendable, Equatable {
 /// Slots are sized to the frames actually published: a larger format moves the stream to a new, larger object
 /// (readers follow the inode change), and a ring that stays four times too large for a while is shrunk the same
 /// way. Objects another user created are never adopted. `close()` marks the ring stopped; it stays, with its
-/// last frames readable, unless the stream is removed. Confined to one thread at a time (the stream's decode
-/// thread, then the pipeline once that thread has ended).
-// @unchecked: not thread-safe. One thread at a time by hand-off: the decode thread, then the pipeline after that
-// thread has been joined. The types do not carry this yet.
-public final class FrameRingWriter: @unchecked Sendable {
+/// last frames readable, unless the stream is removed. Not Sendable: it stays on the thread that has it (the
+/// daemon makes it, then sends it to the stream's decode thread, which closes it).
+public final class FrameRingWriter {
     public let configuration: FrameRingConfiguration
     var object: SharedMemoryObject?
     var geometry: RingGeometry

@@ -31,7 +31,7 @@ private func decodedFrames(count: Int, _ body: (DecodedFrame) -> Void) throws {
     /// gap carry the discontinuity flag, and a frame that cannot fit is refused with the reason, never half-written.
     @Test func thePublisherMarksGapsAndRefusesWhatCannotFit() throws {
         let ring = try RingFixture()
-        let publisher = FramePublisher(writer: ring.writer, output: .auto)
+        let publisher = ring.publisher
         var outcomes: [Result<FrameLayout, FramePublisher.Refusal>] = []
         var index = 0
         try decodedFrames(count: 3) { frame in
@@ -53,7 +53,7 @@ private func decodedFrames(count: Int, _ body: (DecodedFrame) -> Void) throws {
 
         // A limit that two slots of 64x48 NV12 exceed: refused, counted by the caller, nothing published.
         let small = try RingFixture(sizeLimit: 4096)
-        let refusing = FramePublisher(writer: small.writer, output: .auto)
+        let refusing = small.publisher
         var refusals: [FramePublisher.Refusal] = []
         try decodedFrames(count: 1) { frame in
             if case .failure(let refusal) = refusing.publish(frame, metadata: FrameMetadata()) { refusals.append(refusal) }

@@ -13,26 +13,28 @@ import Testing
 /// A ring in /dev/shm, a reader of it, and a metrics registry: what the telemetry and publisher stages write to.
 final class RingFixture {
     let name = "streamrecv-test-stage-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let writer: FrameRingWriter
+    /// The ring writer's owner, as in the decode session.
+    let publisher: FramePublisher
     let reader: FrameRingReader
     let registry = PrometheusCollectorRegistry()
     let metrics: StreamMetrics
     let snapshot = NIOLockedValueBox(StreamSnapshot())
 
     init(maxWidth: Int = 64, maxHeight: Int = 48, sizeLimit: Int? = nil) throws {
-        writer = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "stage", slotCount: 4, maxWidth: maxWidth, maxHeight: maxHeight, sizeLimit: sizeLimit))
+        publisher = FramePublisher(writer: try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "stage", slotCount: 4, maxWidth: maxWidth, maxHeight: maxHeight, sizeLimit: sizeLimit)),
+            output: .auto)
         reader = try FrameRingReader(shmName: name)
         metrics = StreamMetrics(stream: "stage", factory: MetricsServer.factory(registry: registry))
     }
 
     deinit {
-        writer.close()
+        publisher.close(removingName: false)
         shm_unlink("/" + name)
     }
 
     func telemetry() -> StreamTelemetry {
-        StreamTelemetry(ring: writer, metrics: metrics, snapshot: snapshot, logger: .init(label: "test"))
+        StreamTelemetry(ring: publisher, metrics: metrics, snapshot: snapshot, logger: .init(label: "test"))
     }
 
     /// The value of one metrics line, e.g. `streamrecvd_access_units_total{stream="stage"}`.

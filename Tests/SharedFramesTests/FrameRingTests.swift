@@ -22,6 +22,12 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
     return true
 }
 
+/// A writer (not Sendable) handed to the one thread that writes with it; the test does not touch it meanwhile.
+private final class HandedOver: @unchecked Sendable {
+    let writer: FrameRingWriter
+    init(_ writer: FrameRingWriter) { self.writer = writer }
+}
+
 @Suite(.serialized) struct FrameRingTests {
     @Test func pixelFormatsMatchTheCHeader() {
         #expect(PixelFormat.yuv420p.rawValue == STREAMRECV_PIXEL_FORMAT_YUV420P.rawValue)
@@ -93,13 +99,13 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
     @Test func noTornFrameIsEverAccepted() async throws {
         let name = uniqueShmName("torn")
         defer { shm_unlink("/" + name) }
-        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "torn", slotCount: 2, maxWidth: 256, maxHeight: 256))
+        let handedOver = HandedOver(try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "torn", slotCount: 2, maxWidth: 256, maxHeight: 256)))
         let layout = FrameLayout(format: .yuv420p, width: 256, height: 256)
         let frames: UInt64 = 3000
         let writing = Thread {
             for sequence in 1...frames {
-                _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
+                _ = handedOver.writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
             }
         }
         let reader = try FrameRingReader(shmName: name)

@@ -77,8 +77,9 @@ struct ChromiumShareTests {
                 "\(daemon.log.suffix(3000))")
         #expect(!daemon.log.contains(WebRTCIngestTests.token))
 
-        // The frames: unflagged, at the clip's size (Chromium may scale a camera down under CPU load: any smaller
-        // frame must keep the aspect ratio, and at least half must be full size).
+        // The frames: unflagged, at the clip's size (Chromium may scale a camera down under CPU load or a low
+        // bandwidth estimate: any smaller frame must keep the aspect ratio, and 30 must be full size for the
+        // comparison below; in a full parallel run Chromium once sent 56 of 90 at 480x270, "sendLimit: bandwidth").
         // Seen in about one session in 17 with a 64-packet reorder window: a packet of Chromium's first keyframes
         // was given up on before its retransmission came (the burst outran the NACK's round trip), and the frames
         // up to the next keyframe came flagged corrupt (correctly: none is published unflagged). The window is 256
@@ -90,7 +91,7 @@ struct ChromiumShareTests {
         #expect(lastCorrupt.map { $0 < 30 && healedAt != nil } ?? true, "flags: \(frames.map(\.flags.rawValue))\n\(daemon.log.suffix(4000))")
         let full = frames.filter { $0.layout.width == Self.width && $0.layout.height == Self.height && !$0.flags.contains(.corrupt) }
         let sizes = Dictionary(grouping: frames) { "\($0.layout.width)x\($0.layout.height)" }.mapValues(\.count)
-        #expect(full.count * 2 >= frames.count, "sizes: \(sizes)")
+        try #require(full.count >= 30, "sizes: \(sizes)")
         #expect(frames.allSatisfy { $0.layout.width <= Self.width && abs($0.layout.width * Self.height - $0.layout.height * Self.width) <= 2 * Self.width },
                 "sizes: \(sizes)")
         #expect(frames.allSatisfy { $0.layout.format == .nv12 || $0.layout.format == .yuv420p }, "\(frames.first?.layout.format as Any)")

@@ -53,11 +53,12 @@ final class DecodeSession {
     /// thread stall N seconds when the first sender connects, as a wedged decoder would.
     private var injectedStall = getenv("STREAMRECVD_FAULT_STALL_DECODE_SECONDS").flatMap { Double(String(cString: $0)) }
 
-    init(worker: StreamWorker) {
+    /// `ring`: the stream's ring writer, sent to the decode thread; the session's publisher is its one owner.
+    init(worker: StreamWorker, ring: FrameRingWriter) {
         self.worker = worker
         configuration = worker.configuration
-        telemetry = StreamTelemetry(ring: worker.writer, metrics: worker.metrics, snapshot: worker.snapshot, logger: worker.logger)
-        publisher = FramePublisher(writer: worker.writer, output: configuration.decoder.output)
+        publisher = FramePublisher(writer: ring, output: configuration.decoder.output)
+        telemetry = StreamTelemetry(ring: publisher, metrics: worker.metrics, snapshot: worker.snapshot, logger: worker.logger)
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         keyframes = KeyframeRequester(kind: configuration.rtp.keyframeRequest, intervalSeconds: configuration.rtp.keyframeRequestInterval)
@@ -89,7 +90,7 @@ final class DecodeSession {
                 if id == connection { receivePacket(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
             case .sourceStatus(let text):
-                publisher.writer.setSourceStatus(text)
+                publisher.setSourceStatus(text)
             case .rtpSession(let id, let media):
                 if id == connection { describe(media) }
             case .transportStream(let bytes, let time, let id):
@@ -109,9 +110,10 @@ final class DecodeSession {
                 guard id == connection else { continue }
                 end(reason: reason)
                 telemetry.setState(.waiting)
-            case .stop:
+            case .stop(let removingRing):
                 if connection != nil { end(reason: .daemonStopping) }
                 telemetry.setState(.stopped)
+                publisher.close(removingName: removingRing)
                 break loop
             }
         }
@@ -137,7 +139,7 @@ final class DecodeSession {
         case .srt, .rtsp, .webrtc: 90000  // PES timestamps; rtsp:// until the SDP says (RFC 6184/7798 fix 90 kHz)
         case .tcp, .udp: 0
         }
-        publisher.writer.setPTSClockRate(clockRate)
+        publisher.setPTSClockRate(clockRate)
         telemetry.count(.connection)
         telemetry.setState(.streaming)
         telemetry.log(.info, key: "connected", "sender connected (remote \(remote))")
@@ -149,7 +151,7 @@ final class DecodeSession {
         sessionMedia = media
         framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType,
                                  maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow))
-        publisher.writer.setPTSClockRate(media.clockRate)
+        publisher.setPTSClockRate(media.clockRate)
         applySessionMedia()
     }
 

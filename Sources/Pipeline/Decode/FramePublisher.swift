@@ -3,9 +3,10 @@ import Decoding
 import FrameFormats
 import SharedFrames
 
-/// Decoded frames into the ring. Owns the ring writer: the slot geometry, the frame's metadata, the seqlock
-/// publication, and the gap a lost frame leaves (the next one published carries the discontinuity flag). Owned
-/// by the decode session, on the decode thread.
+/// Decoded frames into the ring. The ring writer's one owner: the slot geometry, the frame's metadata, the seqlock
+/// publication, and the gap a lost frame leaves (the next one published carries the discontinuity flag); what
+/// else goes into the ring's header (counters, state, codec, source status) passes through here too. Owned by the
+/// decode session, on the decode thread.
 final class FramePublisher {
     /// Why a frame was not published.
     enum Refusal: Error, Equatable {
@@ -28,7 +29,7 @@ final class FramePublisher {
         }
     }
 
-    let writer: FrameRingWriter
+    private let writer: FrameRingWriter
     let output: DecoderConfiguration.OutputMode
     /// The next frame published follows a gap: a frame not published, a new sender, a decoder reset.
     private(set) var discontinuity = true
@@ -41,6 +42,19 @@ final class FramePublisher {
     }
 
     func markDiscontinuity() { discontinuity = true }
+
+    // MARK: - The ring's header
+
+    func count(_ counter: WritableKeyPath<RingCounters, UInt64>, _ amount: UInt64 = 1) { writer.count(counter, amount) }
+    func setState(_ state: StreamState) { writer.setState(state) }
+    func setCodec(_ codec: String) { writer.setCodec(codec) }
+    /// Where the source stands (rtsp://, whip), for `streamrecvctl status`.
+    func setSourceStatus(_ text: String) { writer.setSourceStatus(text) }
+    /// The clock of the pts the frames carry (90 kHz for RTP and MPEG-TS).
+    func setPTSClockRate(_ rate: UInt32) { writer.setPTSClockRate(rate) }
+
+    /// The stream ends: the ring is marked stopped and let go (its name removed when the stream is).
+    func close(removingName: Bool) { writer.close(removingName: removingName) }
 
     /// The ring's name is checked once a second: someone may remove or shrink it.
     func checkRing(now: UInt64) { writer.checkName(now: now) }

@@ -52,8 +52,9 @@ final class StreamTelemetry {
     /// Read by other threads (status, watchdog).
     let snapshot: NIOLockedValueBox<StreamSnapshot>
     let logger: Logger
-    /// The ring's header holds the counters and state that `streamrecvctl status` reads.
-    private let ring: FrameRingWriter
+    /// The ring's header holds the counters and state that `streamrecvctl status` reads: written through the
+    /// writer's owner.
+    private let ring: FramePublisher
     /// Every repeated line goes through here: at most one per kind per 10 s, with the count suppressed.
     private var log: RateLimitedLogger
     /// Frames published since `fpsWindowStart`, for the frames-per-second gauge.
@@ -61,7 +62,7 @@ final class StreamTelemetry {
     private var fpsWindowStart: UInt64 = 0
     private var lastPublishedSize = (width: 0, height: 0)
 
-    init(ring: FrameRingWriter, metrics: StreamMetrics, snapshot: NIOLockedValueBox<StreamSnapshot>, logger: Logger) {
+    init(ring: FramePublisher, metrics: StreamMetrics, snapshot: NIOLockedValueBox<StreamSnapshot>, logger: Logger) {
         self.ring = ring
         self.metrics = metrics
         self.snapshot = snapshot

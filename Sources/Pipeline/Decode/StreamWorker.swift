@@ -37,7 +37,8 @@ final class StreamWorker: Sendable {
         /// udp://: datagrams were lost somewhere from here on (`open`), or that gap lies before here (closed).
         case lossWindow(ConnectionID, open: Bool)
         case disconnected(ConnectionID, reason: DisconnectReason)
-        case stop
+        /// The stream ends: the decoder is drained and the ring let go (its name removed with `removingRing`).
+        case stop(removingRing: Bool)
     }
 
     let configuration: StreamConfiguration
@@ -57,24 +58,23 @@ final class StreamWorker: Sendable {
     /// Where the listener learns that the sender is delivering video.
     let activity: SenderActivity
     let logger: Logger
-    let writer: FrameRingWriter
     private let finished = ConditionLock(value: false)
 
-    init(configuration: StreamConfiguration, writer: FrameRingWriter, ringEvents: RingEventReporter,
+    init(configuration: StreamConfiguration, ringEvents: RingEventReporter,
          activity: SenderActivity, logger: Logger, metrics: StreamMetrics) {
         self.configuration = configuration
         self.metrics = metrics
-        self.writer = writer
         self.ringEvents = ringEvents
         self.activity = activity
         self.logger = logger
         backlogHighWater = max(8 << 20, 2 * configuration.maxAccessUnitBytes)
     }
 
-    /// Starts the decode thread. The thread holds this worker until it ends.
-    func start() {
+    /// Starts the decode thread, sending it the stream's ring writer: from here on only that thread has it. The
+    /// thread holds this worker until it ends.
+    func start(ring: sending FrameRingWriter) {
         runOnDedicatedThread(named: "decode-\(configuration.name)") { [self] in
-            DecodeSession(worker: self).run()
+            DecodeSession(worker: self, ring: ring).run()
             finished.lock()
             finished.unlock(withValue: true)
         }
@@ -121,9 +121,10 @@ final class StreamWorker: Sendable {
         }
     }
 
-    /// Stops after everything queued before it, draining the decoder; returns once the thread has finished.
-    func stopAndWait() {
-        queue.push(.stop)
+    /// Stops after everything queued before it, draining the decoder and letting go of the ring (removing its name
+    /// with `removingRing`); returns once the thread has finished.
+    func stopAndWait(removingRing: Bool = false) {
+        queue.push(.stop(removingRing: removingRing))
         finished.lock(whenValue: true)
         finished.unlock()
     }
