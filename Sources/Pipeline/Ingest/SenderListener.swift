@@ -32,12 +32,18 @@ final class SenderHandler: ChannelInboundHandler {
         guard timeout > 0 else { return }
         let channel = context.channel
         let period = TimeAmount.nanoseconds(Int64(min(1_000_000_000, max(50_000_000, timeout / 4))))
-        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { [self] _ in
-            guard let quiet = registry.quiet(id, now: MonotonicClock.nanoseconds()), quiet > timeout else { return }
-            reason = .idle(seconds: Double(quiet) / 1e9)
-            metrics.idleDisconnects.increment()
-            channel.close(promise: nil)
+        // The handler lives on its channel's event loop: what runs later reaches it only through the loop.
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in
+            bound.value.checkIdle(timeout: timeout, channel: channel)
         }
+    }
+
+    private func checkIdle(timeout: UInt64, channel: Channel) {
+        guard let quiet = registry.quiet(id, now: MonotonicClock.nanoseconds()), quiet > timeout else { return }
+        reason = .idle(seconds: Double(quiet) / 1e9)
+        metrics.idleDisconnects.increment()
+        channel.close(promise: nil)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
