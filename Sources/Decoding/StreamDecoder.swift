@@ -1,54 +1,6 @@
 import Bitstream
 import Glibc
 
-/// One access unit for `StreamDecoder`, with what its policy needs to know.
-public struct DecoderInput {
-    public var codec: VideoCodec
-    /// The access unit in Annex B form.
-    public var data: [UInt8]
-    /// Comes back on the frames decoded from this access unit.
-    public var pts: Int64
-    public var isRandomAccess: Bool
-    /// The VPS/SPS/PPS the picture activates, Annex B; nil when unknown.
-    public var parameterSets: [UInt8]?
-    /// Frames of reordering the parameter sets imply; nil when they do not say.
-    public var reorderDepth: Int?
-    /// The bitstream states that depth (rather than it being inferred): low-delay decoding is then exact.
-    public var reorderDepthIsSignalled: Bool
-    /// What to assume when `reorderDepth` is nil: the decoded picture buffer size.
-    public var decodedPictureBufferFrames: Int
-    /// The access unit cannot be decoded (its slices name parameter sets that were never received).
-    public var undecodable: Bool
-
-    public init(codec: VideoCodec, data: [UInt8], pts: Int64, isRandomAccess: Bool, parameterSets: [UInt8]?,
-                reorderDepth: Int?, reorderDepthIsSignalled: Bool = false, decodedPictureBufferFrames: Int = 16,
-                undecodable: Bool = false) {
-        self.codec = codec
-        self.data = data
-        self.pts = pts
-        self.isRandomAccess = isRandomAccess
-        self.parameterSets = parameterSets
-        self.reorderDepth = reorderDepth
-        self.reorderDepthIsSignalled = reorderDepthIsSignalled
-        self.decodedPictureBufferFrames = decodedPictureBufferFrames
-        self.undecodable = undecodable
-    }
-}
-
-/// What the decoder policy did; the pipeline logs each (one line per state change) and counts them.
-public enum StreamDecoderEvent: Sendable, Equatable {
-    case pathSelected(String)
-    /// `nanoseconds`: opening the new decoder and closing the old one (extradata parsed, threads started).
-    case created(recreation: Bool, hardware: String?, lowDelay: Bool, threading: String, nanoseconds: UInt64)
-    case creationFailed(DecoderError, attempt: Int)
-    case decodeFailed(DecoderError, consecutive: Int)
-    /// Too many consecutive failures: the decoder was torn down; decoding resumes at the next random-access point.
-    case reset(consecutiveFailures: Int)
-    case fellBackToSoftware(reason: String)
-    /// Decoding is waiting for a random-access point (first one after start, reset or failure).
-    case waitingForKeyframe
-}
-
 /// The decoding policy of one stream (shared/DESIGN.md "Decoder failure policy", "Parameter sets"):
 /// - the decoder is opened with the active parameter sets; at a random-access point whose parameter sets (or
 ///   codec) differ from those it was opened with, the old decoder is drained — its frames still come out — and
@@ -73,7 +25,6 @@ public final class StreamDecoder {
     /// The stream's name: libavcodec's messages are limited per stream (`FFmpegLog`).
     public let streamName: String
     private let probe: HardwareDeviceProbing
-    private let report: (StreamDecoderEvent) -> Void
     private var decoder: VideoDecoder? {
         willSet { if let decoder, newValue !== decoder { retiredDecoderErrors += decoder.loggedErrors } }
     }
@@ -116,13 +67,12 @@ public final class StreamDecoder {
 
     public init(
         configuration: DecoderConfiguration, probe: HardwareDeviceProbing = FFmpegHardwareProbe(),
-        maximumGOPBytes: Int = 64 << 20, streamName: String = "", report: @escaping (StreamDecoderEvent) -> Void
+        maximumGOPBytes: Int = 64 << 20, streamName: String = ""
     ) {
         self.configuration = configuration
         self.streamName = streamName
         self.probe = probe
         self.maximumGOPBytes = maximumGOPBytes
-        self.report = report
         gop = GroupOfPicturesRecord(maximumBytes: maximumGOPBytes)
     }
 
@@ -152,14 +102,14 @@ public final class StreamDecoder {
     /// while its parts were decoded.
     public var loggedErrors: Int { retiredDecoderErrors + (decoder?.loggedErrors ?? 0) }
 
-    /// Decodes one access unit, or part of one (`Part`); `output` receives every frame that comes out, in
-    /// presentation order.
-    public func decode(_ input: DecoderInput, part: Part = .whole, output: (DecodedFrame) -> Void) {
+    /// Decodes one access unit, or part of one (`Part`); `emit` receives every frame that comes out, in
+    /// presentation order, and what the policy did, in the order it happened.
+    public func decode(_ input: DecoderInput, part: Part = .whole, _ emit: (StreamDecoderOutput) -> Void) {
         if part == .next {
             // The first part decided: nothing to do if it was skipped (no decoder while waiting for a keyframe).
             guard let decoder, decoder.isChunked else { return }
-            feed(input, output: output)
-            finishCall(output: output)
+            feed(input, emit: emit)
+            finishCall(emit: emit)
             return
         }
         remember(input)
@@ -169,33 +119,33 @@ public final class StreamDecoder {
                 statistics.skippedAccessUnits += 1
                 if !waitingReported {
                     waitingReported = true
-                    report(.waitingForKeyframe)
+                    emit(.event(.waitingForKeyframe))
                 }
                 return
             }
             let recreation = decoder != nil
-            if recreation { drain(output: output) }
-            guard open(for: input, recreation: recreation) else { return }
+            if recreation { drain(emit) }
+            guard open(for: input, recreation: recreation, emit: emit) else { return }
         }
         decoder?.setChunked(part == .first)
-        feed(input, output: output)
-        finishCall(output: output)
+        feed(input, emit: emit)
+        finishCall(emit: emit)
     }
 
     /// A fallback or reset decided while feeding, acted on once frames can be published (a replay in software may
     /// decide a reset in turn).
-    private func finishCall(output: (DecodedFrame) -> Void) {
+    private func finishCall(emit: (StreamDecoderOutput) -> Void) {
         while true {
             switch pending {
             case .none:
                 return
             case .fallBack(let reason):
                 pending = .none
-                fallBackToSoftware(reason, output: output)
+                fallBackToSoftware(reason, emit: emit)
             case .reset:
                 pending = .none
                 // Frames the decoder still holds were decoded before the failures: they are not lost.
-                if let decoder, case .accepted = decoder.sendEndOfStream() { receiveAll(from: decoder, output: output) }
+                if let decoder, case .accepted = decoder.sendEndOfStream() { receiveAll(from: decoder, emit: emit) }
                 decoder = nil
                 openedWith = nil
                 state = .degraded
@@ -205,27 +155,27 @@ public final class StreamDecoder {
 
     /// The sender went away or the stream ends: every frame still inside the decoder comes out. The decoder stays
     /// open (reset), so a reconnecting sender with the same parameter sets costs no recreation.
-    public func drain(output: (DecodedFrame) -> Void) {
+    public func drain(_ emit: (StreamDecoderOutput) -> Void) {
         guard let decoder else { return }
         if case .failed(let error) = decoder.sendEndOfStream() {
-            recordFailure(error)
+            recordFailure(error, emit: emit)
         }
-        receiveAll(from: decoder, output: output)
+        receiveAll(from: decoder, emit: emit)
         decoder.reset()
     }
 
     // MARK: - Creation
-    private func open(for input: DecoderInput, recreation: Bool) -> Bool {
+    private func open(for input: DecoderInput, recreation: Bool, emit: (StreamDecoderOutput) -> Void) -> Bool {
         waitingReported = false
         if case .undecided = decodingPath {
             do {
                 let selection = try HardwareSelection.select(configuration.hardware, codec: input.codec, probe: probe)
                 decodingPath = .chosen(selection, firstFrameSeen: false)
-                report(.pathSelected(selection.summary))
+                emit(.event(.pathSelected(selection.summary)))
             } catch {
                 statistics.creationFailures += 1
                 state = .degraded
-                report(.creationFailed(error, attempt: 1))
+                emit(.event(.creationFailed(error, attempt: 1)))
                 return false
             }
         }
@@ -246,12 +196,12 @@ public final class StreamDecoder {
                 statistics.creations += 1
                 if recreation { statistics.recreations += 1 }
                 state = .decoding
-                report(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay,
-                               threading: decoder!.activeThreading, nanoseconds: monotonicNanoseconds() - started))
+                emit(.event(.created(recreation: recreation, hardware: device?.accelerator.rawValue, lowDelay: decoder!.lowDelay,
+                               threading: decoder!.activeThreading, nanoseconds: monotonicNanoseconds() - started)))
                 return true
             } catch {
                 statistics.creationFailures += 1
-                report(.creationFailed(error, attempt: attempt))
+                emit(.event(.creationFailed(error, attempt: attempt)))
             }
         }
         decoder = nil
@@ -262,11 +212,11 @@ public final class StreamDecoder {
 
     // MARK: - Feeding
 
-    private func feed(_ input: DecoderInput, output: (DecodedFrame) -> Void) {
+    private func feed(_ input: DecoderInput, emit: (StreamDecoderOutput) -> Void) {
         guard let decoder else { return }
         if input.undecodable {
             // The bitstream's fault, not the device's: never a reason to leave the hardware path.
-            recordFailure(.sendFailed("access unit refers to parameter sets that were never received"), deviceSuspect: false)
+            recordFailure(.sendFailed("access unit refers to parameter sets that were never received"), deviceSuspect: false, emit: emit)
             return
         }
         var sent = false
@@ -278,23 +228,23 @@ public final class StreamDecoder {
             case .full:
                 // The decoder wants its frames taken first; if it still takes nothing, give up on this unit.
                 let before = statistics.framesDecoded
-                receiveAll(from: decoder, output: output)
+                receiveAll(from: decoder, emit: emit)
                 if statistics.framesDecoded == before {
-                    recordFailure(.sendFailed("decoder accepts no input"))
+                    recordFailure(.sendFailed("decoder accepts no input"), emit: emit)
                     return
                 }
             case .failed(let error):
-                recordFailure(error)
+                recordFailure(error, emit: emit)
                 return
             }
             if pending != .none { return }
         }
-        if receiveAll(from: decoder, output: output) { consecutiveFailures = 0 }
+        if receiveAll(from: decoder, emit: emit) { consecutiveFailures = 0 }
     }
 
     /// Takes every available frame. Returns false when the decoder reported a failure.
     @discardableResult
-    private func receiveAll(from decoder: VideoDecoder, output: (DecodedFrame) -> Void) -> Bool {
+    private func receiveAll(from decoder: VideoDecoder, emit: (StreamDecoderOutput) -> Void) -> Bool {
         while true {
             var fallbackReason: String?
             let outcome = decoder.receive { frame in
@@ -307,7 +257,7 @@ public final class StreamDecoder {
                 }
                 hardwareFailures = 0
                 statistics.framesDecoded += 1
-                handOut(frame, output: output)
+                handOut(frame, emit: emit)
             }
             if let fallbackReason {
                 pending = .fallBack(reason: fallbackReason)
@@ -319,17 +269,17 @@ public final class StreamDecoder {
                 if case .fallBack = pending { return false }
             case .needsInput, .endOfStream: return true
             case .failed(let error):
-                recordFailure(error)
+                recordFailure(error, emit: emit)
                 return false
             }
         }
     }
 
-    /// A frame to `output`, unless the replay after a fallback already handed it out.
-    private func handOut(_ frame: DecodedFrame, output: (DecodedFrame) -> Void) {
+    /// A frame to `emit`, unless the replay after a fallback already handed it out.
+    private func handOut(_ frame: DecodedFrame, emit: (StreamDecoderOutput) -> Void) {
         guard gop.shouldHandOut(pts: frame.pts) else { return }
-        output(frame)
-        // A download that failed inside `output` left the frame unpublished: the replay hands it out again.
+        emit(.frame(frame))
+        // A download that failed inside `emit` left the frame unpublished: the replay hands it out again.
         if case .fallBack = pending { return }
         gop.noteHandedOut(pts: frame.pts)
         guard let device else { return }
@@ -339,7 +289,7 @@ public final class StreamDecoder {
         }
     }
 
-    private func recordFailure(_ error: DecoderError, deviceSuspect: Bool = true) {
+    private func recordFailure(_ error: DecoderError, deviceSuspect: Bool = true, emit: (StreamDecoderOutput) -> Void) {
         if deviceSuspect, device != nil {
             hardwareFailures += 1
             if !hardwareConfirmed {
@@ -353,29 +303,29 @@ public final class StreamDecoder {
         }
         statistics.decodeErrors += 1
         consecutiveFailures += 1
-        report(.decodeFailed(error, consecutive: consecutiveFailures))
+        emit(.event(.decodeFailed(error, consecutive: consecutiveFailures)))
         // A fallback pending replaces the decoder anyway.
         if consecutiveFailures >= Self.failuresBeforeReset && pending == .none {
             statistics.resets += 1
-            report(.reset(consecutiveFailures: consecutiveFailures))
+            emit(.event(.reset(consecutiveFailures: consecutiveFailures)))
             consecutiveFailures = 0
             pending = .reset
         }
     }
 
     /// The hardware decoder failed before its first frame: software from now on, GOP fed again.
-    private func fallBackToSoftware(_ reason: String, output: (DecodedFrame) -> Void) {
+    private func fallBackToSoftware(_ reason: String, emit: (StreamDecoderOutput) -> Void) {
         statistics.hardwareFallbacks += 1
-        report(.fellBackToSoftware(reason: reason))
+        emit(.event(.fellBackToSoftware(reason: reason)))
         // Worked, then failed: the device is lost (one that never gave a frame may only lack this profile).
         if case .chosen(let selection, true) = decodingPath, let lost = selection.device { probe.deviceLost(lost) }
         decodingPath = .softwareForGood
         decoder = nil
         openedWith = nil
         let replay = gop.isComplete ? gop.inputs : []
-        guard let first = replay.first, first.isRandomAccess, open(for: first, recreation: true) else { return }
+        guard let first = replay.first, first.isRandomAccess, open(for: first, recreation: true, emit: emit) else { return }
         gop.isReplaying = true
-        for input in replay { feed(input, output: output) }
+        for input in replay { feed(input, emit: emit) }
         gop.isReplaying = false
     }
 

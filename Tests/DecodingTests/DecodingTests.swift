@@ -40,17 +40,23 @@ func encode(_ codec: String, size: String, frames: Int, parameters: String = "",
 }
 
 /// Decodes every input and returns each frame as planar bytes (as y4m carries them) in output order.
-func decodeAll(_ inputs: [DecoderInput], decoder: StreamDecoder, output: DecoderConfiguration.OutputMode = .auto) -> [[UInt8]] {
+/// Every frame out of `decoder`, planar; `events` gets what its policy did, in order with them.
+func decodeAll(_ inputs: [DecoderInput], decoder: StreamDecoder, output: DecoderConfiguration.OutputMode = .auto,
+               events: (StreamDecoderEvent) -> Void = { _ in }) -> [[UInt8]] {
     var frames: [[UInt8]] = []
-    let collect: (DecodedFrame) -> Void = { frame in
+    let collect: (StreamDecoderOutput) -> Void = { emitted in
+        guard case .frame(let frame) = emitted else {
+            if case .event(let event) = emitted { events(event) }
+            return
+        }
         let format = frame.outputFormat(output)!
         let layout = FrameLayout(format: format, width: frame.width, height: frame.height)
         var buffer = [UInt8](repeating: 0, count: layout.byteCount)
         buffer.withUnsafeMutableBytes { try! frame.write(into: $0, layout: layout) }
         frames.append(PlanarConversion.planar(buffer, layout: layout))
     }
-    for input in inputs { decoder.decode(input, output: collect) }
-    decoder.drain(output: collect)
+    for input in inputs { decoder.decode(input, collect) }
+    decoder.drain(collect)
     return frames
 }
 

@@ -27,11 +27,11 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
     @Test(arguments: [17, 30, 31, 3])
     func aDeviceLostMidStreamFallsBackWithoutLosingTheGOP(failingAfterFrames: Int) throws {
         let inputs = decoderInputs(try encode("h264", size: "96x64", frames: 60, parameters: "keyint=30:min-keyint=30:scenecut=0:bframes=2"))
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         var events: [StreamDecoderEvent] = []
         let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)),
-                                    probe: FailingDeviceProbe(failingAfterFrames: failingAfterFrames)) { events.append($0) }
-        let frames = decodeAll(inputs, decoder: decoder)
+                                    probe: FailingDeviceProbe(failingAfterFrames: failingAfterFrames))
+        let frames = decodeAll(inputs, decoder: decoder) { events.append($0) }
         #expect(frames.count == reference.count && frames == reference, "\(frames.count) frames, \(reference.count) expected")
         #expect(decoder.statistics.hardwareFallbacks == 1)
         #expect(Self.fallbackReasons(events) == ["injected device failure after \(failingAfterFrames) frames"], "\(events)")
@@ -40,8 +40,8 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
     /// A working device never falls back.
     @Test func aWorkingDeviceKeepsDecoding() throws {
         let inputs = decoderInputs(try encode("h264", size: "96x64", frames: 40, parameters: "keyint=10:bframes=2"))
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { _ in }
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe())
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         #expect(decodeAll(inputs, decoder: decoder) == reference)
         #expect(decoder.statistics.hardwareFallbacks == 0)
     }
@@ -50,12 +50,16 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
     /// software hands it out again, and the frames before it are not repeated.
     @Test func aFailedDownloadIsDecodedAgainInSoftware() throws {
         let inputs = decoderInputs(try encode("h265", size: "96x64", frames: 40, parameters: "keyint=20:min-keyint=20:scenecut=0:bframes=3"))
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         var events: [StreamDecoderEvent] = []
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { events.append($0) }
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe())
         var frames: [[UInt8]] = []
         var offered = 0
-        let collect: (DecodedFrame) -> Void = { frame in
+        let collect: (StreamDecoderOutput) -> Void = { output in
+            guard case .frame(let frame) = output else {
+                if case .event(let event) = output { events.append(event) }
+                return
+            }
             offered += 1
             if offered == 25 {
                 decoder.reportHardwareFailure("GPU frame download failed: simulated")
@@ -66,8 +70,8 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
             buffer.withUnsafeMutableBytes { try! frame.write(into: $0, layout: layout) }
             frames.append(PlanarConversion.planar(buffer, layout: layout))
         }
-        for input in inputs { decoder.decode(input, output: collect) }
-        decoder.drain(output: collect)
+        for input in inputs { decoder.decode(input, collect) }
+        decoder.drain(collect)
         #expect(frames == reference, "\(frames.count) frames, \(reference.count) expected")
         #expect(Self.fallbackReasons(events) == ["GPU frame download failed: simulated"])
     }
@@ -78,10 +82,10 @@ struct FailingDeviceProbe: HardwareDeviceProbing {
     func aFormatChangeRecreatesTheHardwareDecoder(codec: String, first: String, second: String, firstFormat: String, secondFormat: String) throws {
         let inputs = decoderInputs(try encode(codec, size: first, frames: 12, parameters: "keyint=6:bframes=2", pixelFormat: firstFormat)
             + encode(codec, size: second, frames: 12, parameters: "keyint=6:bframes=2", pixelFormat: secondFormat))
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         var events: [StreamDecoderEvent] = []
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe()) { events.append($0) }
-        #expect(decodeAll(inputs, decoder: decoder) == reference)
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: FailingDeviceProbe())
+        #expect(decodeAll(inputs, decoder: decoder) { events.append($0) } == reference)
         let created = events.compactMap { if case .created(let recreation, let hardware, _, _, _) = $0 { (recreation, hardware) } else { nil } }
         #expect(created.count == 2 && created[1].0 && created.allSatisfy { $0.1 == "cuda" }, "\(created)")
         #expect(decoder.statistics.hardwareFallbacks == 0)

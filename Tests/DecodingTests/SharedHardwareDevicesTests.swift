@@ -112,8 +112,8 @@ import Testing
     func aDecoderReportsOnlyADeviceThatWorkedAsLost(working: Bool, expectedReports: Int) throws {
         let inputs = decoderInputs(try encode("h264", size: "96x64", frames: 30, parameters: "keyint=10:bframes=2"))
         let probe = LossRecordingProbe(working: working)
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: probe) { _ in }
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .only(.cuda)), probe: probe)
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         #expect(decodeAll(inputs, decoder: decoder) == reference)
         #expect(decoder.statistics.hardwareFallbacks == 1)
         #expect(probe.reports.withLock { $0 } == expectedReports)

@@ -5,8 +5,8 @@ import Testing
     @Test func nv12AndP010AreLosslessLayoutsOfThePlanarFrame() throws {
         for (pixelFormat, codec) in [("yuv420p", "h264"), ("yuv420p10le", "h265")] {
             let inputs = decoderInputs(try encode(codec, size: "96x64", frames: 3, pixelFormat: pixelFormat))
-            let auto = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
-            let native = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(output: .native, hardware: .none)) { _ in },
+            let auto = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
+            let native = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(output: .native, hardware: .none)),
                                    output: .native)
             #expect(auto.count == 3 && auto == native, "\(pixelFormat)")
         }
@@ -14,14 +14,14 @@ import Testing
 
     @Test func recreatedOnARealChangeNeverOnRepeats() throws {
         let repeated = decoderInputs(try encode("h264", size: "64x64", frames: 12, parameters: "keyint=4:repeat-headers=1"))
-        let steady = StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in }
+        let steady = StreamDecoder(configuration: DecoderConfiguration(hardware: .none))
         #expect(decodeAll(repeated, decoder: steady).count == 12)
         #expect(steady.statistics.creations == 1 && steady.statistics.recreations == 0)
 
         let changing = decoderInputs(try encode("h264", size: "64x64", frames: 5) + (try encode("h264", size: "128x96", frames: 5)))
         var events: [StreamDecoderEvent] = []
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { events.append($0) }
-        let frames = decodeAll(changing, decoder: decoder)
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none))
+        let frames = decodeAll(changing, decoder: decoder) { events.append($0) }
         #expect(frames.count == 10)
         #expect(frames[4].count == 64 * 64 * 3 / 2 && frames[5].count == 128 * 96 * 3 / 2)
         #expect(decoder.statistics.recreations == 1)
@@ -35,9 +35,9 @@ import Testing
         garbage.isRandomAccess = false
         let inputs = Array(clean[0..<4]) + Array(repeating: garbage, count: StreamDecoder.failuresBeforeReset + 3) + Array(clean[4...])
         var events: [StreamDecoderEvent] = []
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { events.append($0) }
-        let frames = decodeAll(inputs, decoder: decoder)
-        let reference = decodeAll(clean, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none))
+        let frames = decodeAll(inputs, decoder: decoder) { events.append($0) }
+        let reference = decodeAll(clean, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         #expect(frames == reference)
         #expect(decoder.statistics.decodeErrors == StreamDecoder.failuresBeforeReset)
         #expect(decoder.statistics.resets == 1)
@@ -51,9 +51,9 @@ import Testing
         let inputs = decoderInputs(try encode("h264", size: "64x64", frames: 6, parameters: "keyint=30:bframes=2"))
         var events: [StreamDecoderEvent] = []
         let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .auto),
-                                    probe: FakeProbe(supported: [.vaapi], opens: [.vaapi])) { events.append($0) }
-        let frames = decodeAll(inputs, decoder: decoder)
-        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in })
+                                    probe: FakeProbe(supported: [.vaapi], opens: [.vaapi]))
+        let frames = decodeAll(inputs, decoder: decoder) { events.append($0) }
+        let reference = decodeAll(inputs, decoder: StreamDecoder(configuration: DecoderConfiguration(hardware: .none)))
         #expect(frames == reference)
         #expect(decoder.statistics.hardwareFallbacks == 1)
         #expect(events.contains { if case .fellBackToSoftware = $0 { return true } else { return false } })
@@ -62,7 +62,7 @@ import Testing
 
     @Test func accessUnitsBeforeTheFirstKeyframeAreSkipped() throws {
         let inputs = decoderInputs(try encode("h264", size: "64x64", frames: 6, parameters: "keyint=3:bframes=0"))
-        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none)) { _ in }
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none))
         #expect(decodeAll(Array(inputs[1...]), decoder: decoder).count == 3)
         #expect(decoder.statistics.skippedAccessUnits == 2)
     }

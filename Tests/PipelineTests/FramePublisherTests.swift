@@ -21,9 +21,10 @@ private func decodedFrames(count: Int, _ body: (DecodedFrame) -> Void) throws {
     splitter.flush { nalUnits.append($0) }
     for unit in nalUnits { assembler.push(unit, collect) }
     assembler.endAccessUnit(collect)
-    let decoder = StreamDecoder(configuration: DecoderConfiguration()) { _ in }
-    for (pts, unit) in units.enumerated() { decoder.decode(DecoderInput(unit, data: unit.data, pts: Int64(pts)), output: body) }
-    decoder.drain(output: body)
+    let decoder = StreamDecoder(configuration: DecoderConfiguration())
+    let frames: (StreamDecoderOutput) -> Void = { if case .frame(let frame) = $0 { body(frame) } }
+    for (pts, unit) in units.enumerated() { decoder.decode(DecoderInput(unit, data: unit.data, pts: Int64(pts)), frames) }
+    decoder.drain(frames)
 }
 
 @Suite(.serialized) struct FramePublisherTests {

@@ -22,6 +22,38 @@ func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
     return true
 }
 
+/// A two-slot ring with frames 1 to 3 published (frame 3 in slot 0, frame 2 in slot 1), mapped a second time
+/// writable, as another process could write it.
+private final class ThreeFrameRing {
+    let writer: FrameRingWriter
+    private let descriptor: Int32
+    private let base: UnsafeMutableRawPointer
+
+    init(name: String) throws {
+        writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: name, slotCount: 2, maxWidth: 32, maxHeight: 32))
+        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
+        for sequence in 1...3 {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
+        }
+        descriptor = shm_open("/" + name, O_RDWR, 0)
+        guard descriptor >= 0, let mapped = mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
+              mapped != MAP_FAILED else { throw AttachError.notARing(name: name, reason: "cannot map it again") }
+        base = mapped
+    }
+
+    deinit {
+        munmap(base, 8192)
+        close(descriptor)
+    }
+
+    func seqlock(ofSlot index: Int) -> UnsafeMutablePointer<UInt64> {
+        let header = base.assumingMemoryBound(to: streamrecv_shm_header.self)
+        return (base + Int(header.pointee.slot_table_offset) + index * Int(header.pointee.slot_size))
+            .assumingMemoryBound(to: UInt64.self)
+    }
+}
+
 /// A writer (not Sendable) handed to the one thread that writes with it; the test does not touch it meanwhile.
 private final class HandedOver: @unchecked Sendable {
     let writer: FrameRingWriter
@@ -132,21 +164,9 @@ private final class HandedOver: @unchecked Sendable {
     @Test func aFrameWhoseSlotIsBeingOverwrittenIsSkipped() throws {
         let name = uniqueShmName("overwritten")
         defer { shm_unlink("/" + name) }
-        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "overwritten", slotCount: 2, maxWidth: 32, maxHeight: 32))
-        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
-        for sequence in 1...3 {
-            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
-        }
+        let ring = try ThreeFrameRing(name: name)
         // Frame 2 is in slot 1, where the writer puts frame 4: make its seqlock odd, as while it writes there.
-        let descriptor = shm_open("/" + name, O_RDWR, 0)
-        defer { close(descriptor) }
-        let base = try #require(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0))
-        defer { munmap(base, 8192) }
-        let header = base.assumingMemoryBound(to: streamrecv_shm_header.self)
-        let seqlock = (base + Int(header.pointee.slot_table_offset) + Int(header.pointee.slot_size))
-            .assumingMemoryBound(to: UInt64.self)
-        seqlock.pointee |= 1
+        ring.seqlock(ofSlot: 1).pointee |= 1
         let reader = try FrameRingReader(shmName: name)
         var pixels: [UInt8] = []
         guard case .frame(let info) = reader.next(after: 1, into: &pixels, timeoutNanoseconds: 2_000_000_000) else {
@@ -244,19 +264,9 @@ private final class HandedOver: @unchecked Sendable {
     @Test func aSlotLeftHalfWrittenDoesNotHangTheReader() throws {
         let name = uniqueShmName("halfwritten")
         defer { shm_unlink("/" + name) }
-        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "halfwritten", slotCount: 2, maxWidth: 32, maxHeight: 32))
-        let layout = FrameLayout(format: .yuv420p, width: 32, height: 32)
-        for sequence in 1...3 {
-            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence)); _ = $1 }
-        }
+        let ring = try ThreeFrameRing(name: name)
+        let (writer, seqlock) = (ring.writer, ring.seqlock(ofSlot: 0))
         // Frame 3 is in slot 0; make its seqlock odd, as a writer killed inside write_begin/write_end leaves it.
-        let descriptor = shm_open("/" + name, O_RDWR, 0)
-        defer { close(descriptor) }
-        let base = try #require(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0))
-        defer { munmap(base, 8192) }
-        let header = base.assumingMemoryBound(to: streamrecv_shm_header.self)
-        let seqlock = (base + Int(header.pointee.slot_table_offset)).assumingMemoryBound(to: UInt64.self)
         seqlock.pointee |= 1
         let reader = try FrameRingReader(shmName: name)
         var pixels: [UInt8] = []

@@ -75,7 +75,7 @@ extension DecodeSession {
             format: unit.format, afterLoss: damaged, mediaTimestamp: carrier.mediaTimestamp))
         let errorsBefore = decoder.loggedErrors
         decoding = (pts, errorsBefore)
-        decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { publish($0) }
+        decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { take($0) }
         decoding = nil
         if decoder.loggedErrors > errorsBefore { damagedInDecoder(pts, unit) }
         countAbandonedFrames()
@@ -103,6 +103,14 @@ extension DecodeSession {
     }
 
     // MARK: - Publishing
+
+    /// What came out of the decoder, in its order: a frame to publish, or what the decoder policy did.
+    func take(_ output: StreamDecoderOutput) {
+        switch output {
+        case .frame(let frame): publish(frame)
+        case .event(let event): note(event)
+        }
+    }
 
     /// A frame out of the decoder: flagged by the loss policy and by what the decoder found, then published.
     func publish(_ frame: DecodedFrame) {

@@ -69,7 +69,7 @@ extension DecodeSession {
         pending.completed(part.pts, at: now)
         let input = picture.map { DecoderInput($0, data: part.bytes, pts: part.pts) }
             ?? DecoderInput(codec: .h264, data: part.bytes, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
-        decoder.decode(input, part: picture != nil ? .first : .next) { publish($0) }
+        decoder.decode(input, part: picture != nil ? .first : .next) { take($0) }
     }
 }
 

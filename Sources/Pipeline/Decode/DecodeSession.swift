@@ -25,7 +25,7 @@ final class DecodeSession {
     /// For `source = "rtsp://…"` streams: the session's format from its SDP (applied again when the RTP source changes).
     var sessionMedia: RTPSessionMedia?
     var assembler: AccessUnitAssembler
-    var decoder: StreamDecoder!
+    let decoder: StreamDecoder
     var parts = PictureInParts()
     /// Which pictures lost data damaged: frames decoded from them follow `loss_policy`.
     var loss = LossTracker()
@@ -62,7 +62,7 @@ final class DecodeSession {
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         keyframes = KeyframeRequester(kind: configuration.rtp.keyframeRequest, intervalSeconds: configuration.rtp.keyframeRequestInterval)
-        decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name) { [unowned self] event in note(event) }
+        decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name)
     }
 
     func run() {
@@ -195,7 +195,7 @@ final class DecodeSession {
         annexB.flush { collect($0) }
         processCollectedUnits()
         endAccessUnit()
-        decoder.drain { publish($0) }
+        decoder.drain { take($0) }
         pending.removeAll()
         countAbandonedFrames()
     }
