@@ -174,7 +174,7 @@ extension DecodeSession {
             telemetry.metrics.decoderCreation.recordNanoseconds(Int64(nanoseconds))
             if recreation {
                 telemetry.count(.decoderRecreation)
-                publisher.markDiscontinuity()
+                gap(.decoderReplaced)
             }
             telemetry.decodingPath(hardware)
             telemetry.log(.info, key: "decoder-created", now: now,
@@ -189,7 +189,7 @@ extension DecodeSession {
             telemetry.log(.warning, key: "decode", now: now, "decode error (\(consecutive) in a row): \(error)")
         case .reset(let failures):
             telemetry.setState(.degraded)
-            publisher.markDiscontinuity()
+            gap(.decoderReplaced)
             telemetry.log(.error, key: "decoder-reset", now: now, "\(failures) consecutive decode failures: decoder reset, waiting for the next keyframe")
         case .fellBackToSoftware(let reason):
             telemetry.metrics.hardwareFallbacks.increment()

@@ -101,8 +101,7 @@ final class DecodeSession {
             case .lossWindow(let id, let open):
                 guard id == connection else { continue }
                 if open {
-                    loss.openLossWindow(at: annexB.bytesIn)
-                    publisher.markDiscontinuity()
+                    gap(.lossWindowOpened(at: annexB.bytesIn))
                 } else {
                     loss.closeLossWindow(at: annexB.bytesIn)
                 }
@@ -172,10 +171,9 @@ final class DecodeSession {
         arrivals.removeAll()
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
-        loss.startAfresh()
         missingReferences.reset()
         parts.reset()
-        publisher.markDiscontinuity()
+        gap(.startedAfresh)
     }
 
     private func end(reason: DisconnectReason) {
@@ -204,8 +202,29 @@ final class DecodeSession {
 
     /// Data was lost at stream offset `offset`: every frame is damaged (flagged corrupt, or withheld with
     /// loss_policy = keyframe) until a keyframe that begins after it.
-    func noteLoss(at offset: Int64) {
-        loss.noteLoss(at: offset)
+    func noteLoss(at offset: Int64) { gap(.lost(at: offset)) }
+
+    /// Why the frames published next do not follow on from the last one.
+    enum Gap {
+        /// Data lost at this stream offset: damaged until a keyframe that begins after it.
+        case lost(at: Int64)
+        /// Data lost somewhere after this offset, where is known when the window closes (udp://).
+        case lossWindowOpened(at: Int64)
+        /// A new byte stream (a new sender, or RTP source): damaged until its first whole random-access point.
+        case startedAfresh
+        /// The decoder was recreated for new parameter sets, or reset after failures.
+        case decoderReplaced
+    }
+
+    /// The one place a gap is marked: the loss tracker learns what the frames after it may lack, and the next frame
+    /// published carries the discontinuity flag.
+    func gap(_ gap: Gap) {
+        switch gap {
+        case .lost(let offset): loss.noteLoss(at: offset)
+        case .lossWindowOpened(let offset): loss.openLossWindow(at: offset)
+        case .startedAfresh: loss.startAfresh()
+        case .decoderReplaced: break
+        }
         publisher.markDiscontinuity()
     }
 
