@@ -6,12 +6,7 @@ public final class SRTPReceiveContext {
     private let session: SRTPSession
 
     public init(keying: DTLSKeyingMaterial, remoteIsDTLSClient: Bool = true) throws(SRTPSetupError) {
-        session = try SRTPSession(
-            profile: keying.profile,
-            key: remoteIsDTLSClient ? keying.clientKey : keying.serverKey,
-            salt: remoteIsDTLSClient ? keying.clientSalt : keying.serverSalt,
-            direction: .inbound
-        )
+        session = try SRTPSession(keying: keying, clientHalf: remoteIsDTLSClient, direction: .inbound)
     }
 
     /// The RTP packet inside `packet`, or why it was refused (a refused packet changes no state).
@@ -36,12 +31,7 @@ public final class SRTPSendContext {
 
     /// `localIsDTLSClient` true takes the client's keys: what a browser would send with (tests).
     public init(keying: DTLSKeyingMaterial, localIsDTLSClient: Bool = false) throws(SRTPSetupError) {
-        session = try SRTPSession(
-            profile: keying.profile,
-            key: localIsDTLSClient ? keying.clientKey : keying.serverKey,
-            salt: localIsDTLSClient ? keying.clientSalt : keying.serverSalt,
-            direction: .outbound
-        )
+        session = try SRTPSession(keying: keying, clientHalf: localIsDTLSClient, direction: .outbound)
     }
 
     /// `packet` (a compound RTCP packet) as SRTCP.
@@ -57,3 +47,12 @@ public final class SRTPSendContext {
 
 @available(*, unavailable)
 extension SRTPSendContext: Sendable {}
+
+extension SRTPSession {
+    /// A session keyed with one half of the DTLS keying material (RFC 5764 §4.2): the DTLS client's when
+    /// `clientHalf`, else the server's.
+    convenience init(keying: DTLSKeyingMaterial, clientHalf: Bool, direction: Direction) throws(SRTPSetupError) {
+        try self.init(profile: keying.profile, key: clientHalf ? keying.clientKey : keying.serverKey,
+                      salt: clientHalf ? keying.clientSalt : keying.serverSalt, direction: direction)
+    }
+}

@@ -160,8 +160,9 @@ import Testing
         let picture = try runProcess("curl", ["-sS", "-k", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
                                               "-H", "Authorization: Bearer \(WebRTCIngestTests.token)",
                                               "https://localhost:\(whipPort)/whip/\(daemon.name)/frame.png"]).text.split(separator: " ")
-        // 8 × 119 replies of this, had they all been made, would be 300 MB and more.
-        #expect(picture.first == "200" && (Int(picture.last ?? "") ?? 0) > 300_000, "\(picture): the test needs a large picture")
+        // 8 × 119 replies of this, had they all been made, would be 190 MB and more (the PNG of the last frame is
+        // 280 to 400 kB: the encoder's rate control decides how much noise is left in it).
+        #expect(picture.first == "200" && (Int(picture.last ?? "") ?? 0) > 200_000, "\(picture): the test needs a large picture")
         let before = Self.peakMemory(daemon)
         let flood = """
             import socket, ssl, sys, threading, time
