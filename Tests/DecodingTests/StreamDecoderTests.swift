@@ -28,6 +28,26 @@ import Testing
         #expect(events.contains { if case .created(recreation: true, _, _, _, _) = $0 { return true } else { return false } })
     }
 
+    /// Frames and events come out of one sink in the order they happened: the old decoder's frames, drained, then
+    /// the recreation, then the new decoder's frames (the session marks the gap on the event, before those frames).
+    @Test func aRecreationComesBetweenTheOldDecodersFramesAndTheNewOnes() throws {
+        let changing = decoderInputs(try encode("h264", size: "64x64", frames: 5, parameters: "bframes=2")
+            + (try encode("h264", size: "128x96", frames: 5, parameters: "bframes=2")))
+        let decoder = StreamDecoder(configuration: DecoderConfiguration(hardware: .none))
+        var sequence: [String] = []
+        let record: (StreamDecoderOutput) -> Void = { output in
+            switch output {
+            case .frame(let frame): sequence.append("\(frame.width)x\(frame.height)")
+            case .event(.created(let recreation, _, _, _, _)): sequence.append(recreation ? "recreated" : "created")
+            case .event: break
+            }
+        }
+        for input in changing { decoder.decode(input, record) }
+        decoder.drain(record)
+        #expect(sequence == ["created"] + Array(repeating: "64x64", count: 5) + ["recreated"] + Array(repeating: "128x96", count: 5),
+                "\(sequence)")
+    }
+
     @Test func consecutiveFailuresResetAndDecodingResumesAtTheNextKeyframe() throws {
         let clean = decoderInputs(try encode("h264", size: "64x64", frames: 8, parameters: "keyint=4:bframes=0"))
         var garbage = clean[1]
