@@ -270,6 +270,7 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(push);
     const gchar *path = self->path;
     GstFlowReturn flow = GST_FLOW_FLUSHING;
+    unsigned laps = 0;
     struct streamrecv_shm_slot slot;
     while (!is_flushing(self)) {
         if (!self->attached && !attach(self, path)) break;
@@ -294,6 +295,9 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
             break;
         }
         if (result == RING_READ_LAPPED) {
+            /* A real writer laps a reader a few times in a row at most; a forged ring (every slot "being written",
+             * its latest moving on) can do it for ever: from the 64th lap, back off (and post fewer QoS messages). */
+            if (++laps > 64) ring_wait(&self->ring, seen, 10000000);
             uint64_t oldest = ring_oldest_after(&self->ring, wanted, latest);
             if (self->mode == STREAMRECV_SRC_EVERY_FRAME) post_qos(self, oldest - wanted);
             self->next = oldest;

@@ -223,6 +223,7 @@ public final class FrameRingReader: Sendable {
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
         var consecutiveTorn = 0
         var lappedByOlderSlots = 0
+        var laps = 0
         var olderInSlot = false
         // One object per round: its futex word, its slots and its header (a shared reader's other callers may
         // move it on meanwhile; this round then finishes on the old one, and the next takes the new one).
@@ -248,6 +249,14 @@ public final class FrameRingReader: Sendable {
                 lapped.wrappingAdd(oldest &- wanted, ordering: .relaxed)
                 skipped &+= oldest &- wanted
                 wanted = oldest
+                // A real writer laps a reader a few times in a row at most; a forged ring (every slot "being
+                // written", its latest moving on) can do it for ever: from the 64th lap the reader backs off and
+                // keeps its deadline.
+                laps += 1
+                if laps > 64 {
+                    usleep(1000)
+                    if MonotonicClock.nanoseconds() >= deadline { return .timedOut }
+                }
             case .torn:
                 torn.add(1, ordering: .relaxed)
                 consecutiveTorn += 1

@@ -362,6 +362,43 @@ private final class HandedOver: @unchecked Sendable {
                 "given up as forged, not walked to the end (nor for the whole timeout)")
     }
 
+    /// Every slot "being written" while latest_sequence keeps moving on: each read finds the wanted frame's slot in
+    /// the writer's hands and laps the reader on by one, for as long as the forger goes on. The reader keeps its
+    /// deadline: it returns while the forger is still at it (which stops by itself after 60 s, so that a reader
+    /// that does not cannot hang the suite).
+    @Test func slotsForeverBeingWrittenDoNotHoldTheReaderPastItsDeadline() throws {
+        let forged = try Forged("forever", slots: 8, frames: 8)
+        defer { forged.remove() }
+        for index in 0..<8 {
+            (forged.base + Int(forged.header.pointee.slot_table_offset) + index * Int(STREAMRECV_SHM_SLOT_SIZE))
+                .assumingMemoryBound(to: UInt64.self).pointee |= 1
+        }
+        let latestAddress = Int(bitPattern: forged.latest)
+        let readerDone = ManagedAtomicCounter()
+        let forgerGaveUp = ManagedAtomicCounter()
+        let forgerEnded = ManagedAtomicCounter()
+        let forger = Thread {
+            defer { forgerEnded.increment() }
+            let latest = UnsafeMutablePointer<UInt64>(bitPattern: latestAddress)!
+            let start = MonotonicClock.nanoseconds()
+            var value: UInt64 = 8
+            while readerDone.value == 0 {
+                value += 1
+                streamrecv_shm_store_u64(latest, value)
+                if MonotonicClock.nanoseconds() - start > 60_000_000_000 { return forgerGaveUp.increment() }
+            }
+        }
+        forger.start()
+        let reader = try FrameRingReader(shmName: forged.name)
+        var pixels: [UInt8] = []
+        let outcome = reader.next(after: 0, into: &pixels, timeoutNanoseconds: 300_000_000)
+        readerDone.increment()
+        while forgerEnded.value == 0 { usleep(1000) }  // before the mapping goes
+        #expect(outcome == .timedOut, "\(outcome)")
+        #expect(forgerGaveUp.value == 0, "the reader returned only once the forger stopped")
+        #expect(reader.lappedFrames > 64)
+    }
+
     /// A ring planted with latest_sequence = 2^64 - 1: a reader that started there looked for frame 0, which no
     /// ring has, and did not recover when a real ring took the name.
     @Test func aReaderThatStartedAtTheTopRecovers() throws {

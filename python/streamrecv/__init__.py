@@ -431,6 +431,7 @@ class FrameRing:
         moves it (or the object is truncated and re-created)."""
         wanted = start if start is not None else self.latest_sequence + 1
         deadline = None if timeout is None else time.monotonic() + timeout
+        laps = 0
         while True:
             try:
                 seen = self.header()["wake_word"]
@@ -442,12 +443,20 @@ class FrameRing:
                 raise
             if isinstance(result, Frame):
                 yield result
+                laps = 0
                 wanted += 1
                 deadline = None if timeout is None else time.monotonic() + timeout
                 continue
             if isinstance(result, int):
                 self.lapped += max(0, result - wanted)
                 wanted = result
+                # A real writer laps a reader a few times in a row at most; a forged ring (every slot "being
+                # written", its latest moving on) can do it for ever: from the 64th lap, back off and keep the deadline.
+                laps += 1
+                if laps > 64:
+                    time.sleep(0.001)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return
                 continue
             if (state == STATE_REPLACED or self.replaced()) and self._follow():
                 continue
