@@ -42,17 +42,22 @@ import Glibc
             try Self.handshakeAndProtect(
                 serverIdentity: serverIdentity, clientIdentity: clientIdentity, srtp: round % 10 == 0)
         }
-        let before = Self.residentBytes()
-        for round in 0..<2000 {
-            if round % 10 == 0 { serverIdentity = try DTLSIdentity.generate() }  // identities come and go too
-            try Self.handshakeAndProtect(
-                serverIdentity: serverIdentity, clientIdentity: clientIdentity, srtp: round % 10 == 0)
+        // Four batches of 500: a leak of 8 KiB or more per handshake (an SSL with its record buffers, an SSL_CTX)
+        // grows RSS by 4 MB or more in every batch. The tests running beside this one, in this process, move RSS
+        // by up to about 2 MB a batch either way (16 MB over 2000 handshakes once in `make check`, in one go), so
+        // the verdict is the smallest batch's growth.
+        var growths: [Int] = []
+        for batch in 0..<4 {
+            let before = Self.residentBytes()
+            for round in 0..<500 {
+                if round % 10 == 0 { serverIdentity = try DTLSIdentity.generate() }  // identities come and go too
+                try Self.handshakeAndProtect(
+                    serverIdentity: serverIdentity, clientIdentity: clientIdentity, srtp: (batch * 500 + round) % 10 == 0)
+            }
+            growths.append(Self.residentBytes() - before)
         }
-        let after = Self.residentBytes()
-        print("RSS after warm-up \(before / 1024) KiB, after 2000 handshakes \(after / 1024) KiB, "
-            + "growth \((after - before) / 1024) KiB")
-        // One leaked SSL_CTX or SSL per handshake would be megabytes; allocator noise is far less. Under a
-        // sanitizer RSS grows by design (ASan's quarantine), and LeakSanitizer gives the verdict instead.
-        #expect(Self.underSanitizer || after - before < 8 << 20)
+        print("RSS growth over 4 batches of 500 handshakes: \(growths.map { "\($0 / 1024) KiB" })")
+        // Under a sanitizer RSS grows by design (ASan's quarantine), and LeakSanitizer gives the verdict instead.
+        #expect(Self.underSanitizer || growths.min()! < 2 << 20, "\(growths)")
     }
 }

@@ -18,7 +18,7 @@ import Testing
             return
         }
         #expect(slot.occupant?.sender == "a" && slot.occupant?.admittedAt == 10 * second)
-        #expect(slot.release(first)?.sender == "a")
+        #expect(slot.release(first, now: 10 * second)?.sender == "a")
         guard case .admitted(let next, nil, nil) = slot.admit("b", now: 11 * second) else {
             Issue.record("the slot was not free after release")
             return
@@ -49,7 +49,7 @@ import Testing
         }
         #expect(replaced.id == id && replaced.sender == "a" && staleFor == 3 * second)
         #expect(slot.occupant?.id == newID && slot.occupant?.sender == "b")
-        #expect(slot.release(id) == nil, "the sender taken over no longer holds the slot: its late end frees nothing")
+        #expect(slot.release(id, now: now) == nil, "the sender taken over no longer holds the slot: its late end frees nothing")
         #expect(slot.occupant?.sender == "b")
     }
 
@@ -80,5 +80,73 @@ import Testing
         var seated = never
         _ = seated.admit("a", now: 0)
         #expect(seated.idle(now: 1_000 * second) == nil, "idle_timeout = 0: never dropped for silence")
+    }
+
+    /// A stranger that replaces itself (a new connection just before the last one goes stale, or a new UDP port
+    /// every datagram) must not get a fresh hold each time: the real sender would only get in during the moment
+    /// between one stranger going stale and the next arriving.
+    @Test func senderAfterSendersThatDeliveredNoVideoGetsNoFreshHold() {
+        var (slot, activity) = slot(.refuse)
+        guard case .admitted(let stranger, nil, nil) = slot.admit("stranger-1", now: 10 * second) else { return }
+        // 2.05 s later the next stranger connection takes over the stale first (nothing delivered).
+        guard case .admitted(let next, let replaced?, _) = slot.admit("stranger-2", now: 12 * second + 50_000_000) else {
+            Issue.record("a sender that delivered nothing for 2.05 s was not taken over")
+            return
+        }
+        #expect(replaced.id == stranger && slot.occupant?.silentSince == 10 * second)
+        // The real sender arrives 0.3 s later: the stream has had no video for 2.35 s, so it is let in at once.
+        guard case .admitted(let real, let replacedAgain?, let staleFor) = slot.admit("real", now: 12 * second + 350_000_000) else {
+            Issue.record("the real sender was refused: the stranger's second connection got a fresh hold")
+            return
+        }
+        #expect(replacedAgain.id == next && staleFor == 2 * second + 350_000_000)
+        // The next stranger connection at once: the real sender's first video may not be counted yet (the decode
+        // thread's lag), so a newcomer is not displaced in its first 250 ms.
+        guard case .refused = slot.admit("stranger-3", now: 12 * second + 500_000_000) else {
+            Issue.record("a newcomer was displaced before its first video could be counted")
+            return
+        }
+        #expect(slot.decision(now: 12 * second + 600_000_001) == .takeOver(staleFor: 2 * second + 600_000_001),
+                "after the grace it holds nothing until its first video")
+        // Once its video is counted it holds the stream against the next stranger connection.
+        activity.progressed(real, at: 12 * second + 400_000_000)
+        guard case .refused = slot.admit("stranger-3", now: 14 * second) else {
+            Issue.record("a sender that delivers video lost the stream to a stranger")
+            return
+        }
+        // idle_timeout still counts a sender's own silence, from its own admission.
+        #expect(slot.quiet(of: real, now: 12 * second + 350_000_000) == 0)
+    }
+
+    @Test func strangerThatClosesBeforeReconnectingCarriesItsSilenceOn() {
+        var (slot, _) = slot(.refuse)
+        guard case .admitted(let first, _, _) = slot.admit("stranger-1", now: 10 * second) else { return }
+        _ = slot.release(first, now: 11 * second + 900_000_000)
+        // Back 0.1 s later: the silence since 10 s goes on, and past its 0.25 s grace anyone may take the stream.
+        guard case .admitted(_, nil, nil) = slot.admit("stranger-2", now: 12 * second) else { return }
+        #expect(slot.occupant?.silentSince == 10 * second)
+        guard case .admitted(_, _?, let staleFor) = slot.admit("real", now: 12 * second + 300_000_000) else {
+            Issue.record("the reconnected stranger got a fresh hold")
+            return
+        }
+        #expect(staleFor == 2 * second + 300_000_000)
+    }
+
+    @Test func senderAfterOneThatDeliveredVideoOrLongAfterASilentOneIsHeld() {
+        var (slot, activity) = slot(.refuse)
+        // A real sender that restarted: its old connection delivered video, so the new one gets the full hold.
+        guard case .admitted(let old, _, _) = slot.admit("real", now: 10 * second) else { return }
+        activity.progressed(old, at: 11 * second)
+        guard case .admitted(let restarted, _?, _) = slot.admit("real-restarted", now: 13 * second + 500_000_000) else { return }
+        #expect(slot.occupant?.silentSince == 13 * second + 500_000_000)
+        guard case .refused = slot.admit("other", now: 14 * second) else {
+            Issue.record("a restarted sender after one that delivered video was not held")
+            return
+        }
+        // A silent sender that left more than the hold ago: the next one starts afresh.
+        _ = slot.release(restarted, now: 15 * second)
+        guard case .admitted(_, nil, nil) = slot.admit("later", now: 17 * second + 1) else { return }
+        #expect(slot.occupant?.silentSince == 17 * second + 1)
+        #expect(slot.decision(now: 18 * second) == .refuse)
     }
 }

@@ -175,6 +175,79 @@ func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Vo
         #expect(daemon.log.contains("delivered no video for"))
     }
 
+    /// A stranger that opens a new silent connection every 2.05 s, each taking over its stale predecessor, got a
+    /// fresh 2 s hold each time: the real sender was refused unless it came in the 50 ms between (the red team's
+    /// 12 tries, 0 frames in 10 s). A sender after senders that delivered no video inherits their silence now: the
+    /// real sender is let in at its first try, and holds the stream against the stranger's next connections.
+    @Test func aStrangerThatKeepsReconnectingDoesNotKeepTheSenderOut() throws {
+        let daemon = try DaemonProcess(label: "reconnect", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30", "second_sender": "\"refuse\"",
+        ])
+        let (stop, secondConnected) = (ManagedFlag(), ManagedFlag())
+        let port = daemon.port
+        let stranger = Thread {
+            var current = try? Sender(port: port, from: "127.0.0.2")
+            while !stop.isSet {
+                for _ in 0..<41 where !stop.isSet { usleep(50_000) }
+                let next = try? Sender(port: port, from: "127.0.0.2")  // opened before the last one closes
+                current?.close()
+                current = next
+                secondConnected.set()
+            }
+            current?.close()
+        }
+        let stream = try generated("h264", frames: 60)
+        stranger.start()
+        defer { stop.set() }
+        while !secondConnected.isSet { usleep(10_000) }
+        usleep(600_000)  // the stranger's second connection is 0.6 s old: it would still be within a fresh hold
+        let sender = try Sender(port: daemon.port)
+        // 60 frames take 2.4 s: the stranger's third connection comes while they are being delivered.
+        try? sender.sendPaced(stream, pauseMicroseconds: 40_000)
+        let deadline = Date().addingTimeInterval(20)
+        while !daemon.log.contains("second sender refused") && Date() < deadline { usleep(20_000) }
+        #expect(daemon.log.contains("second sender refused"), "\(daemon.log.suffix(2000))")
+        sender.close()
+        while (daemon.status?.counters.framesPublished ?? 0) < 60 && Date() < deadline { usleep(20_000) }
+        #expect(daemon.status?.counters.framesPublished == 60, "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.contains("new sender takes over (the current one delivered no video for"))
+        stop.set()
+        while !stranger.isFinished { usleep(10_000) }
+    }
+
+    /// The datagram form of the same attack: garbage from a new source port every 2 ms. Each port took over the
+    /// last (stale) with a fresh hold, so the real sender only got in when its datagram came first after a 2 s
+    /// hold ran out; now after a newcomer's 0.25 s grace. A real sender and the stranger must not take turns
+    /// either (each turn cost the frames of a GOP): the real sender holds once its first video is counted.
+    @Test func aStrangerSendingFromANewPortEachTimeDoesNotKeepTheSenderOut() throws {
+        let daemon = try DaemonProcess(label: "newports", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30", "second_sender": "\"refuse\"",
+        ], transport: "udp")
+        let stop = ManagedFlag()
+        let port = daemon.port
+        let stranger = Thread {
+            while !stop.isSet {
+                guard let socket = boundDatagramSocket(host: "127.0.0.2") else { continue }
+                sendDatagrams([[0x42, 0x42, 0x42, 0x42]], port: port, pauseMicroseconds: 2000, from: socket.descriptor)
+                close(socket.descriptor)
+            }
+        }
+        let stream = try generated("h264", frames: 20, parameters: "keyint=10")
+        stranger.start()
+        defer { stop.set() }
+        usleep(2_500_000)
+        let sender = try #require(boundDatagramSocket())
+        defer { close(sender.descriptor) }
+        let started = Date()
+        keepSending(for: 30, until: { (daemon.status?.counters.framesPublished ?? 0) >= 40 }) { _ in
+            sendDatagrams(datagrams(of: stream), port: daemon.port, pauseMicroseconds: 4000, from: sender.descriptor)
+        }
+        #expect((daemon.status?.counters.framesPublished ?? 0) >= 40, "the stranger kept the sender out: \(daemon.log.suffix(2000))")
+        print("new ports every 2 ms: 40 frames published after \(String(format: "%.1f", Date().timeIntervalSince(started))) s of sending")
+        stop.set()
+        while !stranger.isFinished { usleep(10_000) }
+    }
+
     /// 100 connections a second from one host use up that host's allowance only: the real sender on another
     /// address is admitted and streams.
     @Test func aConnectionFloodFromOneHostDoesNotStarveTheSender() throws {

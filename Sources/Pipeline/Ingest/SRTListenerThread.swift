@@ -202,8 +202,9 @@ final class SRTListenerThread {
     private func close(_ current: Caller) {
         srt_epoll_remove_usock(epoll, current.sender)
         srt_close(current.sender)
-        closed(now: MonotonicClock.nanoseconds())
-        slot.release(current.id)
+        let now = MonotonicClock.nanoseconds()
+        closed(now: now)
+        slot.release(current.id, now: now)
     }
 
     // MARK: - Memory

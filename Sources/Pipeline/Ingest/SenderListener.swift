@@ -275,7 +275,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     }
 
     private func end(_ id: ConnectionID, reason: DisconnectReason) {
-        guard slot.release(id) != nil else { return }
+        guard slot.release(id, now: MonotonicClock.nanoseconds()) != nil else { return }
         ended(id, reason: reason)
     }
 

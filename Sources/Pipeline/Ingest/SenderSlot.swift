@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import SharedFrames
 
 /// The stream's current sender and the `second_sender` decision against it: the one record of "who sends now"
 /// that every listener keeps (TCP connections, datagram sources, SRT callers, WebRTC sessions). A value: each
@@ -10,6 +11,11 @@ struct SenderSlot<Sender> {
         let id: ConnectionID
         let sender: Sender
         let admittedAt: UInt64
+        /// Where its hold counts from until its first video: its admission, or, when it came straight after senders
+        /// that delivered none, the first of those one's. A stranger that keeps replacing itself (a new connection
+        /// every 2 s, a new UDP port every datagram) would otherwise get a fresh hold each time and keep the real
+        /// sender out.
+        let silentSince: UInt64
     }
 
     enum Admission {
@@ -26,6 +32,9 @@ struct SenderSlot<Sender> {
     let activity: SenderActivity
     private(set) var occupant: Occupant?
     private var nextID: ConnectionID = 1
+    /// The last sender, when it left without having delivered video: a newcomer within the hold of its leaving
+    /// carries on its silence (a stranger that closes before it reconnects).
+    private var silentLeaver: (silentSince: UInt64, leftAt: UInt64)?
 
     init(policy: AdmissionPolicy, activity: SenderActivity) {
         self.policy = policy
@@ -33,6 +42,7 @@ struct SenderSlot<Sender> {
     }
 
     /// Nanoseconds `id` has delivered no video (since its admission if it never did); nil once it is not the sender.
+    /// What `idle_timeout` is measured by: a sender's own silence.
     func quiet(of id: ConnectionID, now: UInt64) -> UInt64? {
         guard let occupant, occupant.id == id else { return nil }
         return quiet(occupant, now: now)
@@ -42,9 +52,19 @@ struct SenderSlot<Sender> {
         SenderDeadlines.quiet(admittedAt: occupant.admittedAt, lastProgress: activity.lastProgress(of: occupant.id), now: now)
     }
 
+    /// What the hold is measured by: the same, but counted from `silentSince`; 0 in a sender's first
+    /// `newcomerGrace`, so that its first video can be counted (the decode thread's lag) before anyone else may
+    /// take its place: without it, a real sender and a stranger that sprays from new ports took turns.
+    private func unheldFor(_ occupant: Occupant, now: UInt64) -> UInt64 {
+        guard now &- occupant.admittedAt >= Self.newcomerGrace else { return 0 }
+        return SenderDeadlines.quiet(admittedAt: occupant.silentSince, lastProgress: activity.lastProgress(of: occupant.id), now: now)
+    }
+
+    static var newcomerGrace: UInt64 { 250_000_000 }
+
     /// What the policy would answer a new sender now; nothing changes.
     func decision(now: UInt64) -> AdmissionPolicy.Decision {
-        policy.decide(currentQuietFor: occupant.map { quiet($0, now: now) })
+        policy.decide(currentQuietFor: occupant.map { unheldFor($0, now: now) })
     }
 
     /// Decides for a new sender, and seats it unless refused.
@@ -62,7 +82,14 @@ struct SenderSlot<Sender> {
     private mutating func seat(_ sender: Sender, now: UInt64, replacing: Occupant?, staleFor: UInt64?) -> Admission {
         let id = nextID
         nextID += 1
-        occupant = Occupant(id: id, sender: sender, admittedAt: now)
+        var silentSince = now
+        if let replacing {
+            if activity.lastProgress(of: replacing.id) == nil { silentSince = replacing.silentSince }
+        } else if let leaver = silentLeaver, now &- leaver.leftAt <= policy.deadlines.hold {
+            silentSince = leaver.silentSince
+        }
+        silentLeaver = nil
+        occupant = Occupant(id: id, sender: sender, admittedAt: now, silentSince: min(silentSince, now))
         return .admitted(id: id, replacing: replacing, staleFor: staleFor)
     }
 
@@ -73,11 +100,13 @@ struct SenderSlot<Sender> {
         return (occupant, quiet)
     }
 
-    /// `id` stops being the sender: the occupant it was, or nil when it no longer was (taken over, or released).
+    /// `id` stops being the sender at `now`: the occupant it was, or nil when it no longer was (taken over, or
+    /// released).
     @discardableResult
-    mutating func release(_ id: ConnectionID) -> Occupant? {
+    mutating func release(_ id: ConnectionID, now: UInt64) -> Occupant? {
         guard let current = occupant, current.id == id else { return nil }
         occupant = nil
+        silentLeaver = activity.lastProgress(of: id) == nil ? (current.silentSince, now) : nil
         return current
     }
 }
@@ -114,7 +143,8 @@ final class SenderRegistry: Sendable {
     }
 
     func release(_ id: ConnectionID) {
-        slot.withLockedValue { _ = $0.release(id) }
+        let now = MonotonicClock.nanoseconds()
+        slot.withLockedValue { _ = $0.release(id, now: now) }
     }
 
     func closeActive() {

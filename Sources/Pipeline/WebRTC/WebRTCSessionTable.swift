@@ -263,7 +263,7 @@ final class WebRTCSessionTable {
         guard let session = sessions.removeValue(forKey: id) else { return }
         byUsername[session.expectedUsername] = nil
         if let remote = session.remote, byAddress[remote] == id { byAddress[remote] = nil }
-        if slots[session.stream]?.release(session.connection) != nil {
+        if slots[session.stream]?.release(session.connection, now: now) != nil {
             if let route = routes[session.stream] {
                 if session.isConnected {
                     // The decode thread's "sender disconnected" line says why: a stream that stops (a reload removed
