@@ -331,7 +331,7 @@ final class StreamPipeline: Sendable {
         switch reason {
         case .notAllowed: message = "connection refused: source not in allow"
         case .rateLimited: message = "connection refused: this source is over max_connections_per_second (\(configuration.maxConnectionsPerSecond))"
-        case .secondSender: message = "second sender refused: the current sender is delivering video (second_sender = refuse)"
+        case .secondSender: message = "second sender refused: the current sender is delivering video or has only just connected (second_sender = refuse)"
         case .passphrase: message = "connection refused: encryption does not match passphrase"  // SRT only (SRTListenerThread)
         case .token: message = "WHIP request refused: wrong or missing bearer token"  // whip only (WHIPRequestHandler)
         }

@@ -211,6 +211,7 @@ func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Vo
         while (daemon.status?.counters.framesPublished ?? 0) < 60 && Date() < deadline { usleep(20_000) }
         #expect(daemon.status?.counters.framesPublished == 60, "\(daemon.log.suffix(2000))")
         #expect(daemon.log.contains("new sender takes over (the current one delivered no video for"))
+        #expect(daemon.log.contains("sender disconnected: a new sender took over"), "a connection cut by a takeover is not said to be closed by its sender")
         stop.set()
         while !stranger.isFinished { usleep(10_000) }
     }

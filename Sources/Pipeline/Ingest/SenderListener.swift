@@ -82,6 +82,9 @@ final class SenderHandler: ChannelInboundHandler {
         level: NIOBSDSocket.OptionLevel.tcp, name: .init(rawValue: TCP_QUICKACK))
 
     func channelInactive(context: ChannelHandlerContext) {
+        // The slot lets go of a connection only once it has closed: one that is no longer the sender as it closes
+        // was closed by a takeover, not by its sender.
+        if case .closedBySender = reason, !registry.holds(id) { reason = .takenOver }
         worker.enqueue(.disconnected(id, reason: reason))
         context.fireChannelInactive()
     }
@@ -199,7 +202,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         case .refused:
             metrics.refused(.secondSender)
             log.log(.warning, key: "second-sender", now: now,
-                    "datagrams from a second sender ignored while the current one delivers video (second_sender = refuse; latest from \(source))")
+                    "datagrams from a second sender ignored while the current one delivers video or has only just started (second_sender = refuse; latest from \(source))")
             return nil
         case .admitted(let id, let replaced, let staleFor):
             if let replaced {

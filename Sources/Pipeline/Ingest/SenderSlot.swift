@@ -142,6 +142,11 @@ final class SenderRegistry: Sendable {
         slot.withLockedValue { $0.quiet(of: id, now: now) }
     }
 
+    /// True while `id` is the sender: false once it was released or taken over.
+    func holds(_ id: ConnectionID) -> Bool {
+        slot.withLockedValue { $0.occupant?.id == id }
+    }
+
     func release(_ id: ConnectionID) {
         let now = MonotonicClock.nanoseconds()
         slot.withLockedValue { _ = $0.release(id, now: now) }
