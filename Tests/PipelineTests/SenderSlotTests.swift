@@ -13,13 +13,13 @@ import Testing
 
     @Test func theFirstSenderIsSeatedAndEachGetsItsOwnID() throws {
         var (slot, _) = slot(.refuse)
-        guard case .admitted(let first, nil, nil) = slot.admit("a", now: 10 * second) else {
+        guard case .admitted(let first, nil, nil) = slot.admit("a", from: "a", now: 10 * second) else {
             Issue.record("the first sender was not admitted")
             return
         }
         #expect(slot.occupant?.sender == "a" && slot.occupant?.admittedAt == 10 * second)
         #expect(slot.release(first, now: 10 * second)?.sender == "a")
-        guard case .admitted(let next, nil, nil) = slot.admit("b", now: 11 * second) else {
+        guard case .admitted(let next, nil, nil) = slot.admit("b", from: "b", now: 11 * second) else {
             Issue.record("the slot was not free after release")
             return
         }
@@ -28,9 +28,9 @@ import Testing
 
     @Test func withRefuseTheCurrentSenderKeepsTheStreamWhileItDeliversVideo() {
         var (slot, activity) = slot(.refuse)
-        guard case .admitted(let id, _, _) = slot.admit("a", now: 10 * second) else { return }
+        guard case .admitted(let id, _, _) = slot.admit("a", from: "a", now: 10 * second) else { return }
         activity.progressed(id, at: 15 * second)
-        guard case .refused(let current) = slot.admit("b", now: 16 * second) else {
+        guard case .refused(let current) = slot.admit("b", from: "b", now: 16 * second) else {
             Issue.record("a second sender was let in while the first delivers video")
             return
         }
@@ -40,10 +40,10 @@ import Testing
 
     @Test func aSenderQuietPastTheHoldIsTakenOverAndSaysHowLong() {
         var (slot, activity) = slot(.refuse)
-        guard case .admitted(let id, _, _) = slot.admit("a", now: 10 * second) else { return }
+        guard case .admitted(let id, _, _) = slot.admit("a", from: "a", now: 10 * second) else { return }
         activity.progressed(id, at: 12 * second)
         let now = 15 * second
-        guard case .admitted(let newID, let replaced?, let staleFor) = slot.admit("b", now: now) else {
+        guard case .admitted(let newID, let replaced?, let staleFor) = slot.admit("b", from: "b", now: now) else {
             Issue.record("a sender quiet for 3 s (hold 2 s) was not taken over")
             return
         }
@@ -55,9 +55,9 @@ import Testing
 
     @Test func withTakeoverANewSenderAlwaysWins() {
         var (slot, activity) = slot(.takeover)
-        guard case .admitted(let id, _, _) = slot.admit("a", now: 10 * second) else { return }
+        guard case .admitted(let id, _, _) = slot.admit("a", from: "a", now: 10 * second) else { return }
         activity.progressed(id, at: 10 * second)
-        guard case .admitted(_, let replaced?, nil) = slot.admit("b", now: 10 * second + 1) else {
+        guard case .admitted(_, let replaced?, nil) = slot.admit("b", from: "b", now: 10 * second + 1) else {
             Issue.record("takeover did not take over")
             return
         }
@@ -66,7 +66,7 @@ import Testing
 
     @Test func idleCountsFromAdmissionUntilTheFirstVideoThenFromTheLast() {
         var (slot, activity) = slot(.refuse, idleTimeout: 5)
-        guard case .admitted(let id, _, _) = slot.admit("a", now: 10 * second) else { return }
+        guard case .admitted(let id, _, _) = slot.admit("a", from: "a", now: 10 * second) else { return }
         #expect(slot.idle(now: 15 * second) == nil, "not past 5 s yet")
         #expect(slot.idle(now: 15 * second + 1)?.quiet == 5 * second + 1)
         activity.progressed(id, at: 14 * second)
@@ -78,7 +78,7 @@ import Testing
         #expect(slot.idle(now: 30 * second)?.occupant.id == id)
         let (never, _) = self.slot(.refuse, idleTimeout: 0)
         var seated = never
-        _ = seated.admit("a", now: 0)
+        _ = seated.admit("a", from: "a", now: 0)
         #expect(seated.idle(now: 1_000 * second) == nil, "idle_timeout = 0: never dropped for silence")
     }
 
@@ -87,30 +87,30 @@ import Testing
     /// between one stranger going stale and the next arriving.
     @Test func senderAfterSendersThatDeliveredNoVideoGetsNoFreshHold() {
         var (slot, activity) = slot(.refuse)
-        guard case .admitted(let stranger, nil, nil) = slot.admit("stranger-1", now: 10 * second) else { return }
+        guard case .admitted(let stranger, nil, nil) = slot.admit("stranger-1", from: "stranger", now: 10 * second) else { return }
         // 2.05 s later the next stranger connection takes over the stale first (nothing delivered).
-        guard case .admitted(let next, let replaced?, _) = slot.admit("stranger-2", now: 12 * second + 50_000_000) else {
+        guard case .admitted(let next, let replaced?, _) = slot.admit("stranger-2", from: "stranger", now: 12 * second + 50_000_000) else {
             Issue.record("a sender that delivered nothing for 2.05 s was not taken over")
             return
         }
         #expect(replaced.id == stranger && slot.occupant?.silentSince == 10 * second)
         // The real sender arrives 0.3 s later: the stream has had no video for 2.35 s, so it is let in at once.
-        guard case .admitted(let real, let replacedAgain?, let staleFor) = slot.admit("real", now: 12 * second + 350_000_000) else {
+        guard case .admitted(let real, let replacedAgain?, let staleFor) = slot.admit("real", from: "real", now: 12 * second + 350_000_000) else {
             Issue.record("the real sender was refused: the stranger's second connection got a fresh hold")
             return
         }
         #expect(replacedAgain.id == next && staleFor == 2 * second + 350_000_000)
-        // The next stranger connection at once: the real sender's first video may not be counted yet (the decode
-        // thread's lag), so a newcomer is not displaced in its first 250 ms.
-        guard case .refused = slot.admit("stranger-3", now: 12 * second + 500_000_000) else {
-            Issue.record("a newcomer was displaced before its first video could be counted")
+        // From another host, it gets the full hold: ffmpeg with x264 connects a second or more before its first
+        // frame, and neither the stranger's next connection nor one from a third host may take its place then.
+        #expect(slot.occupant?.silentSince == 12 * second + 350_000_000)
+        guard case .refused = slot.admit("stranger-3", from: "stranger", now: 13 * second + 500_000_000),
+              case .refused = slot.admit("sniper", from: "elsewhere", now: 14 * second) else {
+            Issue.record("a real sender was displaced before its first video, within its hold")
             return
         }
-        #expect(slot.decision(now: 12 * second + 600_000_001) == .takeOver(staleFor: 2 * second + 600_000_001),
-                "after the grace it holds nothing until its first video")
         // Once its video is counted it holds the stream against the next stranger connection.
-        activity.progressed(real, at: 12 * second + 400_000_000)
-        guard case .refused = slot.admit("stranger-3", now: 14 * second) else {
+        activity.progressed(real, at: 14 * second + 100_000_000)
+        guard case .refused = slot.admit("stranger-4", from: "stranger", now: 16 * second) else {
             Issue.record("a sender that delivers video lost the stream to a stranger")
             return
         }
@@ -120,12 +120,12 @@ import Testing
 
     @Test func strangerThatClosesBeforeReconnectingCarriesItsSilenceOn() {
         var (slot, _) = slot(.refuse)
-        guard case .admitted(let first, _, _) = slot.admit("stranger-1", now: 10 * second) else { return }
+        guard case .admitted(let first, _, _) = slot.admit("stranger-1", from: "stranger", now: 10 * second) else { return }
         _ = slot.release(first, now: 11 * second + 900_000_000)
-        // Back 0.1 s later: the silence since 10 s goes on, and past its 0.25 s grace anyone may take the stream.
-        guard case .admitted(_, nil, nil) = slot.admit("stranger-2", now: 12 * second) else { return }
+        // Back 0.1 s later from the same host: the silence since 10 s goes on, and anyone may take the stream.
+        guard case .admitted(_, nil, nil) = slot.admit("stranger-2", from: "stranger", now: 12 * second) else { return }
         #expect(slot.occupant?.silentSince == 10 * second)
-        guard case .admitted(_, _?, let staleFor) = slot.admit("real", now: 12 * second + 300_000_000) else {
+        guard case .admitted(_, _?, let staleFor) = slot.admit("real", from: "real", now: 12 * second + 300_000_000) else {
             Issue.record("the reconnected stranger got a fresh hold")
             return
         }
@@ -135,18 +135,32 @@ import Testing
     @Test func senderAfterOneThatDeliveredVideoOrLongAfterASilentOneIsHeld() {
         var (slot, activity) = slot(.refuse)
         // A real sender that restarted: its old connection delivered video, so the new one gets the full hold.
-        guard case .admitted(let old, _, _) = slot.admit("real", now: 10 * second) else { return }
+        guard case .admitted(let old, _, _) = slot.admit("real", from: "real", now: 10 * second) else { return }
         activity.progressed(old, at: 11 * second)
-        guard case .admitted(let restarted, _?, _) = slot.admit("real-restarted", now: 13 * second + 500_000_000) else { return }
+        guard case .admitted(let restarted, _?, _) = slot.admit("real-restarted", from: "real-restarted", now: 13 * second + 500_000_000) else { return }
         #expect(slot.occupant?.silentSince == 13 * second + 500_000_000)
-        guard case .refused = slot.admit("other", now: 14 * second) else {
+        guard case .refused = slot.admit("other", from: "other", now: 14 * second) else {
             Issue.record("a restarted sender after one that delivered video was not held")
             return
         }
         // A silent sender that left more than the hold ago: the next one starts afresh.
         _ = slot.release(restarted, now: 15 * second)
-        guard case .admitted(_, nil, nil) = slot.admit("later", now: 17 * second + 1) else { return }
+        guard case .admitted(_, nil, nil) = slot.admit("later", from: "later", now: 17 * second + 1) else { return }
         #expect(slot.occupant?.silentSince == 17 * second + 1)
         #expect(slot.decision(now: 18 * second) == .refuse)
+    }
+
+    /// Only the hosts of a silent run carry it on: a sender from another host gets its full hold.
+    @Test func aSilentRunIsCarriedOnOnlyByItsOwnHosts() {
+        var (slot, _) = slot(.refuse)
+        guard case .admitted(let first, _, _) = slot.admit("stranger-1", from: "stranger", now: 10 * second) else { return }
+        _ = slot.release(first, now: 11 * second + 900_000_000)
+        #expect(slot.silentRun?.origins == ["stranger"] && slot.silentRun?.since == 10 * second)
+        guard case .admitted(_, nil, nil) = slot.admit("real", from: "real", now: 12 * second) else { return }
+        #expect(slot.occupant?.silentSince == 12 * second)
+        guard case .refused = slot.admit("stranger-2", from: "stranger", now: 13 * second) else {
+            Issue.record("a sender from a new host got no hold")
+            return
+        }
     }
 }

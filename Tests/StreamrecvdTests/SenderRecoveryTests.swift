@@ -177,8 +177,8 @@ func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Vo
 
     /// A stranger that opens a new silent connection every 2.05 s, each taking over its stale predecessor, got a
     /// fresh 2 s hold each time: the real sender was refused unless it came in the 50 ms between (the red team's
-    /// 12 tries, 0 frames in 10 s). A sender after senders that delivered no video inherits their silence now: the
-    /// real sender is let in at its first try, and holds the stream against the stranger's next connections.
+    /// 12 tries, 0 frames in 10 s). Now a sender from a host whose senders delivered no video carries their silence
+    /// on: the real sender is let in at its first try, and holds the stream against the stranger's next connections.
     @Test func aStrangerThatKeepsReconnectingDoesNotKeepTheSenderOut() throws {
         let daemon = try DaemonProcess(label: "reconnect", settings: [
             "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30", "second_sender": "\"refuse\"",
@@ -216,10 +216,35 @@ func keepSending(for seconds: Double, until done: () -> Bool, _ run: (Int) -> Vo
         while !stranger.isFinished { usleep(10_000) }
     }
 
+    /// The other side of the rule above: a real sender that takes over a silent stranger from another host gets
+    /// its full hold, so the second ffmpeg with x264 takes between connecting and its first frame is covered. An
+    /// earlier form of the rule let it inherit the stranger's silence, and the red team took the stream from it
+    /// by connecting 0.3 s after it (0 frames in 25 s).
+    @Test func aRealSenderSlowToStartIsNotDisplacedAfterASilentStranger() throws {
+        let daemon = try DaemonProcess(label: "slowstart", settings: [
+            "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30", "second_sender": "\"refuse\"",
+        ])
+        let stream = try generated("h264", frames: 30)
+        let stranger = try Sender(port: daemon.port, from: "127.0.0.2")
+        usleep(2_500_000)  // silent past the hold
+        let sender = try Sender(port: daemon.port)
+        usleep(300_000)
+        let snipers = [try Sender(port: daemon.port, from: "127.0.0.2"), try Sender(port: daemon.port, from: "127.0.0.3")]
+        usleep(700_000)  // 1 s after connecting, its first frame
+        try sender.sendPaced(stream, pauseMicroseconds: 20_000)
+        sender.close()
+        let deadline = Date().addingTimeInterval(20)
+        while (daemon.status?.counters.framesPublished ?? 0) < 30 && Date() < deadline { usleep(20_000) }
+        #expect(daemon.status?.counters.framesPublished == 30, "\(daemon.log.suffix(2000))")
+        #expect(snipers.allSatisfy { $0.closedByPeer(within: 5) }, "both late connections were refused")
+        #expect(daemon.log.contains("second sender refused"))
+        stranger.close()
+    }
+
     /// The datagram form of the same attack: garbage from a new source port every 2 ms. Each port took over the
     /// last (stale) with a fresh hold, so the real sender only got in when its datagram came first after a 2 s
-    /// hold ran out; now after a newcomer's 0.25 s grace. A real sender and the stranger must not take turns
-    /// either (each turn cost the frames of a GOP): the real sender holds once its first video is counted.
+    /// hold ran out; now the stranger's ports carry its silence on, and the real sender's first datagram takes
+    /// over with a full hold.
     @Test func aStrangerSendingFromANewPortEachTimeDoesNotKeepTheSenderOut() throws {
         let daemon = try DaemonProcess(label: "newports", settings: [
             "max_width": "160", "max_height": "96", "slots": "32", "idle_timeout": "30", "second_sender": "\"refuse\"",

@@ -89,7 +89,7 @@ final class SRTListenerThread {
             // Limited per kind of mismatch: a wrong passphrase must not hide an unencrypted caller's line.
             return refuse(socket, from: address, .passphrase, key: "passphrase-\(problem.prefix(12))", "SRT caller refused: \(problem) (remote \(remote))")
         }
-        guard case .admitted(let id, let replaced, let staleFor) = slot.admit(socket, now: now) else {
+        guard case .admitted(let id, let replaced, let staleFor) = slot.admit(socket, from: address?.ipAddress, now: now) else {
             return refuse(socket, from: address, .secondSender, "second SRT caller refused: the current one is delivering video (second_sender = refuse) (remote \(remote))")
         }
         if let replaced {

@@ -198,7 +198,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// refused.
     private func sender(_ source: SocketAddress, now: UInt64) -> ConnectionID? {
         if let current = slot.occupant, current.sender == source { return current.id }
-        switch slot.admit(source, now: now) {
+        switch slot.admit(source, from: source.ipAddress, now: now) {
         case .refused:
             metrics.refused(.secondSender)
             log.log(.warning, key: "second-sender", now: now,

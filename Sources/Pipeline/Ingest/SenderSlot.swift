@@ -10,12 +10,25 @@ struct SenderSlot<Sender> {
     struct Occupant {
         let id: ConnectionID
         let sender: Sender
+        /// The host it sends from (an IP address); nil when unknown.
+        let origin: String?
         let admittedAt: UInt64
-        /// Where its hold counts from until its first video: its admission, or, when it came straight after senders
-        /// that delivered none, the first of those one's. A stranger that keeps replacing itself (a new connection
-        /// every 2 s, a new UDP port every datagram) would otherwise get a fresh hold each time and keep the real
+        /// Where its hold counts from until its first video: its admission, or, when its host is one of a run of
+        /// senders that delivered none, that run's start. Without it a stranger that keeps replacing itself (a new
+        /// connection every 2 s, a new UDP port every datagram) gets a fresh hold each time and keeps the real
         /// sender out.
         let silentSince: UInt64
+    }
+
+    /// Senders that followed one another, each within the hold of the last one's end, and delivered no video.
+    struct SilentRun {
+        /// Where the last one's hold counted from.
+        var since: UInt64
+        /// Their hosts, newest last; at most `maximumOrigins`.
+        var origins: [String]
+        var endedAt: UInt64
+
+        static var maximumOrigins: Int { 16 }
     }
 
     enum Admission {
@@ -31,10 +44,8 @@ struct SenderSlot<Sender> {
     /// What the decode thread reports of each sender's video: a sender's quietness is read from it.
     let activity: SenderActivity
     private(set) var occupant: Occupant?
+    private(set) var silentRun: SilentRun?
     private var nextID: ConnectionID = 1
-    /// The last sender, when it left without having delivered video: a newcomer within the hold of its leaving
-    /// carries on its silence (a stranger that closes before it reconnects).
-    private var silentLeaver: (silentSince: UInt64, leftAt: UInt64)?
 
     init(policy: AdmissionPolicy, activity: SenderActivity) {
         self.policy = policy
@@ -45,58 +56,65 @@ struct SenderSlot<Sender> {
     /// What `idle_timeout` is measured by: a sender's own silence.
     func quiet(of id: ConnectionID, now: UInt64) -> UInt64? {
         guard let occupant, occupant.id == id else { return nil }
-        return quiet(occupant, now: now)
+        return quiet(occupant, since: occupant.admittedAt, now: now)
     }
 
-    private func quiet(_ occupant: Occupant, now: UInt64) -> UInt64 {
-        SenderDeadlines.quiet(admittedAt: occupant.admittedAt, lastProgress: activity.lastProgress(of: occupant.id), now: now)
+    private func quiet(_ occupant: Occupant, since start: UInt64, now: UInt64) -> UInt64 {
+        SenderDeadlines.quiet(admittedAt: start, lastProgress: activity.lastProgress(of: occupant.id), now: now)
     }
 
-    /// What the hold is measured by: the same, but counted from `silentSince`; 0 in a sender's first
-    /// `newcomerGrace`, so that its first video can be counted (the decode thread's lag) before anyone else may
-    /// take its place: without it, a real sender and a stranger that sprays from new ports took turns.
-    private func unheldFor(_ occupant: Occupant, now: UInt64) -> UInt64 {
-        guard now &- occupant.admittedAt >= Self.newcomerGrace else { return 0 }
-        return SenderDeadlines.quiet(admittedAt: occupant.silentSince, lastProgress: activity.lastProgress(of: occupant.id), now: now)
-    }
-
-    static var newcomerGrace: UInt64 { 250_000_000 }
-
-    /// What the policy would answer a new sender now; nothing changes.
+    /// What the policy would answer a new sender now; nothing changes. The hold is measured from `silentSince`.
     func decision(now: UInt64) -> AdmissionPolicy.Decision {
-        policy.decide(currentQuietFor: occupant.map { unheldFor($0, now: now) })
+        policy.decide(currentQuietFor: occupant.map { quiet($0, since: $0.silentSince, now: now) })
     }
 
-    /// Decides for a new sender, and seats it unless refused.
-    mutating func admit(_ sender: Sender, now: UInt64) -> Admission {
+    /// Decides for a new sender from host `origin`, and seats it unless refused.
+    mutating func admit(_ sender: Sender, from origin: String?, now: UInt64) -> Admission {
         switch (decision(now: now), occupant) {
         case (.refuse, let current?):
             return .refused(current: current)
         case (.takeOver(let staleFor), let current?):
-            return seat(sender, now: now, replacing: current, staleFor: staleFor)
+            ended(current, now: now)
+            return seat(sender, from: origin, now: now, replacing: current, staleFor: staleFor)
         default:
-            return seat(sender, now: now, replacing: nil, staleFor: nil)
+            return seat(sender, from: origin, now: now, replacing: nil, staleFor: nil)
         }
     }
 
-    private mutating func seat(_ sender: Sender, now: UInt64, replacing: Occupant?, staleFor: UInt64?) -> Admission {
+    /// A host seen in a silent run that is still warm carries the run on; any other sender gets a full hold, so
+    /// that a real sender which takes a second to send its first frame (ffmpeg with x264 does) is not taken over
+    /// meanwhile.
+    private mutating func seat(_ sender: Sender, from origin: String?, now: UInt64, replacing: Occupant?, staleFor: UInt64?) -> Admission {
         let id = nextID
         nextID += 1
         var silentSince = now
-        if let replacing {
-            if activity.lastProgress(of: replacing.id) == nil { silentSince = replacing.silentSince }
-        } else if let leaver = silentLeaver, now &- leaver.leftAt <= policy.deadlines.hold {
-            silentSince = leaver.silentSince
+        if let run = silentRun {
+            if now &- run.endedAt > policy.deadlines.hold {
+                silentRun = nil
+            } else if let origin, run.origins.contains(origin) {
+                silentSince = min(run.since, now)
+            }
         }
-        silentLeaver = nil
-        occupant = Occupant(id: id, sender: sender, admittedAt: now, silentSince: min(silentSince, now))
+        occupant = Occupant(id: id, sender: sender, origin: origin, admittedAt: now, silentSince: silentSince)
         return .admitted(id: id, replacing: replacing, staleFor: staleFor)
+    }
+
+    /// `sender` stopped being the sender at `now`: one that delivered video ends any silent run, one that did not
+    /// extends it.
+    private mutating func ended(_ sender: Occupant, now: UInt64) {
+        guard activity.lastProgress(of: sender.id) == nil else {
+            silentRun = nil
+            return
+        }
+        var origins = (silentRun?.origins ?? []).filter { $0 != sender.origin }
+        if let origin = sender.origin { origins.append(origin) }
+        silentRun = SilentRun(since: sender.silentSince, origins: Array(origins.suffix(SilentRun.maximumOrigins)), endedAt: now)
     }
 
     /// The sender, when it has delivered no video for longer than `idle_timeout` (never with 0), and for how long.
     func idle(now: UInt64) -> (occupant: Occupant, quiet: UInt64)? {
         let timeout = policy.deadlines.idleTimeout
-        guard timeout > 0, let occupant, case let quiet = quiet(occupant, now: now), quiet > timeout else { return nil }
+        guard timeout > 0, let occupant, case let quiet = quiet(occupant, since: occupant.admittedAt, now: now), quiet > timeout else { return nil }
         return (occupant, quiet)
     }
 
@@ -106,7 +124,7 @@ struct SenderSlot<Sender> {
     mutating func release(_ id: ConnectionID, now: UInt64) -> Occupant? {
         guard let current = occupant, current.id == id else { return nil }
         occupant = nil
-        silentLeaver = activity.lastProgress(of: id) == nil ? (current.silentSince, now) : nil
+        ended(current, now: now)
         return current
     }
 }
@@ -130,7 +148,8 @@ final class SenderRegistry: Sendable {
     /// Decides for a new connection. A refusal's `current` may already be gone without its channel knowing yet: a
     /// sender that closed and reconnected at once is accepted before its old connection's end has been read.
     func admit(_ channel: Channel, now: UInt64) -> SenderSlot<Channel>.Admission {
-        let admission = slot.withLockedValue { $0.admit(channel, now: now) }
+        let origin = channel.remoteAddress?.ipAddress
+        let admission = slot.withLockedValue { $0.admit(channel, from: origin, now: now) }
         if case .admitted(let id, _, _) = admission {
             channel.closeFuture.whenComplete { [self] _ in release(id) }
         }

@@ -124,7 +124,7 @@ final class WebRTCSessionTable {
         }
         let id = Self.randomText(22)
         let connection: ConnectionID
-        switch admit(id, stream: name, now: now) {
+        switch admit(id, stream: name, from: remote?.ipAddress, now: now) {
         case .success(let seated): connection = seated
         case .failure(let refusal): return refusal.outcome
         }
@@ -145,7 +145,7 @@ final class WebRTCSessionTable {
     /// Session `id` takes the stream's slot, by its `second_sender` policy against the current session (one that
     /// has delivered no video for the hold time is taken over whatever the policy): the connection id it sends as.
     /// A session taken over ends first, so that the decode thread hears of it before the new one.
-    private func admit(_ id: String, stream name: String, now: UInt64) -> Result<ConnectionID, Refusal> {
+    private func admit(_ id: String, stream name: String, from origin: String?, now: UInt64) -> Result<ConnectionID, Refusal> {
         guard let route = routes[name], let slot = slots[name] else {
             return .failure(Refusal(outcome: .refused(.unknownStream, status: .notFound, message: "no WebRTC stream named '\(name)'")))
         }
@@ -162,7 +162,7 @@ final class WebRTCSessionTable {
             }
         }
         // Empty now, or the policy admits beside nothing: a refusal here would be a session that did not end.
-        guard case .admitted(let connection, _, _)? = slots[name]?.admit(id, now: now) else {
+        guard case .admitted(let connection, _, _)? = slots[name]?.admit(id, from: origin, now: now) else {
             return .failure(Refusal(outcome: .refused(.secondSender, status: .conflict, message: "the stream's session did not give way")))
         }
         return .success(connection)
