@@ -35,7 +35,7 @@ import Testing
             return
         }
         #expect(current.id == id && slot.occupant?.sender == "a")
-        #expect(slot.decision(now: 16 * second) == .refuse, "deciding changes nothing")
+        #expect(slot.decision(now: 16 * second, from: "b") == .refuse, "deciding changes nothing")
     }
 
     @Test func aSenderQuietPastTheHoldIsTakenOverAndSaysHowLong() {
@@ -147,7 +147,7 @@ import Testing
         _ = slot.release(restarted, now: 15 * second)
         guard case .admitted(_, nil, nil) = slot.admit("later", from: "later", now: 17 * second + 1) else { return }
         #expect(slot.occupant?.silentSince == 17 * second + 1)
-        #expect(slot.decision(now: 18 * second) == .refuse)
+        #expect(slot.decision(now: 18 * second, from: "other") == .refuse)
     }
 
     /// Only the hosts of a silent run carry it on: a sender from another host gets its full hold.
@@ -160,6 +160,44 @@ import Testing
         #expect(slot.occupant?.silentSince == 12 * second)
         guard case .refused = slot.admit("stranger-2", from: "stranger", now: 13 * second) else {
             Issue.record("a sender from a new host got no hold")
+            return
+        }
+    }
+
+    /// A real UDP sender that came in mid-GOP stays silent past its hold and joins the run beside the stranger's
+    /// host: from then on the two hosts take turns, but no faster than every 0.25 s (the tenure), so that the real
+    /// sender's next keyframe can arrive whole. The stranger's own ports replacing one another keep its tenure.
+    @Test func twoHostsOfARunTakeTurnsNoFasterThanTheTenure() {
+        var (slot, activity) = slot(.refuse)
+        let ms: UInt64 = 1_000_000
+        _ = slot.admit("stranger-1", from: "stranger", now: 10 * second)
+        guard case .admitted(_, _?, _) = slot.admit("stranger-2", from: "stranger", now: 12 * second + 50 * ms),
+              case .admitted(_, _?, _) = slot.admit("real-1", from: "real", now: 12 * second + 100 * ms) else {
+            Issue.record("the real sender did not take over the stranger's stale run")
+            return
+        }
+        #expect(slot.occupant?.silentSince == 12 * second + 100 * ms, "a new host: a full hold")
+        // Nothing of its counted for 2 s: the stranger's next port takes over, and the real host joins the run.
+        guard case .admitted(_, _?, _) = slot.admit("stranger-3", from: "stranger", now: 14 * second + 200 * ms) else {
+            Issue.record("a silent real sender held past its hold")
+            return
+        }
+        #expect(slot.silentRun?.origins == ["stranger", "real"])
+        _ = slot.admit("stranger-4", from: "stranger", now: 14 * second + 300 * ms)
+        #expect(slot.occupant?.hostSince == 14 * second + 200 * ms, "its own new port keeps the host's tenure")
+        guard case .refused = slot.admit("real-2", from: "real", now: 14 * second + 400 * ms),
+              case .admitted(let real, _?, _) = slot.admit("real-3", from: "real", now: 14 * second + 460 * ms) else {
+            Issue.record("the hosts did not take turns at the tenure")
+            return
+        }
+        guard case .refused = slot.admit("stranger-5", from: "stranger", now: 14 * second + 500 * ms) else {
+            Issue.record("the stranger took the slot back within the real sender's tenure")
+            return
+        }
+        // Its keyframe counted within the tenure: it holds.
+        activity.progressed(real, at: 14 * second + 600 * ms)
+        guard case .refused = slot.admit("stranger-6", from: "stranger", now: 15 * second) else {
+            Issue.record("a sender that delivers video lost the stream")
             return
         }
     }

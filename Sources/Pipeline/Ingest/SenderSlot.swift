@@ -13,6 +13,9 @@ struct SenderSlot<Sender> {
         /// The host it sends from (an IP address); nil when unknown.
         let origin: String?
         let admittedAt: UInt64
+        /// When its host took the slot: its admission, or the first of the host's senders that replaced one
+        /// another since (a stranger's new UDP port each datagram).
+        let hostSince: UInt64
         /// Where its hold counts from until its first video: its admission, or, when its host is one of a run of
         /// senders that delivered none, that run's start. Without it a stranger that keeps replacing itself (a new
         /// connection every 2 s, a new UDP port every datagram) gets a fresh hold each time and keeps the real
@@ -63,14 +66,23 @@ struct SenderSlot<Sender> {
         SenderDeadlines.quiet(admittedAt: start, lastProgress: activity.lastProgress(of: occupant.id), now: now)
     }
 
-    /// What the policy would answer a new sender now; nothing changes. The hold is measured from `silentSince`.
-    func decision(now: UInt64) -> AdmissionPolicy.Decision {
-        policy.decide(currentQuietFor: occupant.map { quiet($0, since: $0.silentSince, now: now) })
+    /// What the policy would answer a new sender from `origin` now; nothing changes. The hold is measured from
+    /// `silentSince`; a sender from another host waits out the current host's `tenure` besides.
+    func decision(now: UInt64, from origin: String?) -> AdmissionPolicy.Decision {
+        guard let occupant else { return policy.decide(currentQuietFor: nil) }
+        let tenured = (origin == nil || origin != occupant.origin) && now &- occupant.hostSince < Self.tenure
+        return policy.decide(currentQuietFor: tenured ? 0 : quiet(occupant, since: occupant.silentSince, now: now))
     }
+
+    /// How long a host that took the slot keeps it against other hosts, even when it carries a silent run on. When
+    /// a real sender whose video has not been counted yet (a UDP sender that came in mid-GOP) and a stranger both
+    /// belong to the run, they would otherwise take turns with every datagram, and the real sender's keyframe,
+    /// cut by the stranger's datagrams, would never count; with it they take turns every 0.25 s at most.
+    static var tenure: UInt64 { 250_000_000 }
 
     /// Decides for a new sender from host `origin`, and seats it unless refused.
     mutating func admit(_ sender: Sender, from origin: String?, now: UInt64) -> Admission {
-        switch (decision(now: now), occupant) {
+        switch (decision(now: now, from: origin), occupant) {
         case (.refuse, let current?):
             return .refused(current: current)
         case (.takeOver(let staleFor), let current?):
@@ -95,7 +107,9 @@ struct SenderSlot<Sender> {
                 silentSince = min(run.since, now)
             }
         }
-        occupant = Occupant(id: id, sender: sender, origin: origin, admittedAt: now, silentSince: silentSince)
+        let hostSince = replacing.flatMap { origin != nil && $0.origin == origin ? $0.hostSince : nil } ?? now
+        occupant = Occupant(id: id, sender: sender, origin: origin, admittedAt: now, hostSince: hostSince,
+                            silentSince: silentSince)
         return .admitted(id: id, replacing: replacing, staleFor: staleFor)
     }
 

@@ -99,7 +99,7 @@ final class WebRTCSessionTable {
         }
         // An offer that takes over its stream's session frees that session's place: with the table full, a client
         // back after a crash (its old session stale) is let in, not refused for its own leftover.
-        let replacesOne = if case .takeOver? = slots[name]?.decision(now: now) { true } else { false }
+        let replacesOne = if case .takeOver? = slots[name]?.decision(now: now, from: remote?.ipAddress) { true } else { false }
         guard sessions.count < configuration.maximumSessions || replacesOne else {
             return .refused(.full, status: .serviceUnavailable, message: "\(configuration.maximumSessions) WebRTC sessions are open (max_sessions)")
         }
@@ -150,7 +150,7 @@ final class WebRTCSessionTable {
             return .failure(Refusal(outcome: .refused(.unknownStream, status: .notFound, message: "no WebRTC stream named '\(name)'")))
         }
         if let current = slot.occupant {
-            switch slot.decision(now: now) {
+            switch slot.decision(now: now, from: origin) {
             case .refuse:
                 route.metrics.refused(.secondSender)
                 return .failure(Refusal(outcome: .refused(.secondSender, status: .conflict, message: "the stream has a WebRTC session that is connecting or delivering video (second_sender = refuse); try again once it ends or goes quiet")))
