@@ -90,7 +90,7 @@ final class SRTListenerThread {
             return refuse(socket, from: address, .passphrase, key: "passphrase-\(problem.prefix(12))", "SRT caller refused: \(problem) (remote \(remote))")
         }
         guard case .admitted(let id, let replaced, let staleFor) = slot.admit(socket, from: address?.ipAddress, now: now) else {
-            return refuse(socket, from: address, .secondSender, "second SRT caller refused: the current one is delivering video (second_sender = refuse) (remote \(remote))")
+            return refuse(socket, from: address, .secondSender, "second SRT caller refused: the current one is delivering video or has only just connected (second_sender = refuse) (remote \(remote))")
         }
         if let replaced {
             metrics.takeover(staleFor == nil ? .policy : .stale)
