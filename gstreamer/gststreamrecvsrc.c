@@ -296,8 +296,9 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
         }
         if (result == RING_READ_LAPPED) {
             /* A real writer laps a reader a few times in a row at most; a forged ring (every slot "being written",
-             * its latest moving on) can do it for ever: from the 64th lap, back off (and post fewer QoS messages). */
-            if (++laps > 64) ring_wait(&self->ring, seen, 10000000);
+             * its latest moving on) can do it for ever: from the 64th lap, back off (and post fewer QoS messages).
+             * A sleep, not a wait on the wake word, which a forger can keep changing. */
+            if (++laps > 64) g_usleep(10000);
             uint64_t oldest = ring_oldest_after(&self->ring, wanted, latest);
             if (self->mode == STREAMRECV_SRC_EVERY_FRAME) post_qos(self, oldest - wanted);
             self->next = oldest;

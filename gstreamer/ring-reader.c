@@ -118,7 +118,8 @@ __attribute__((noinline)) static enum ring_read_result read_unguarded(const stru
     const struct streamrecv_shm_header *header = ring->base;
     uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
-    for (;;) {
+    /* A real writer tears a copy once (the slot then holds a later frame); 64 in a row is a forged ring. */
+    for (int torn = 0; torn < 64; torn++) {
         uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
         if (sequence > latest) return RING_READ_NOT_YET;
         /* Never written while latest says the frame exists: this object began after it. */
@@ -134,6 +135,7 @@ __attribute__((noinline)) static enum ring_read_result read_unguarded(const stru
         if (copy->sequence == sequence) return valid ? RING_READ_DONE : RING_READ_INVALID;
         return RING_READ_LAPPED;
     }
+    return RING_READ_NOT_YET;
 }
 
 enum ring_read_result ring_read(const struct ring_reader *ring, uint64_t sequence, struct streamrecv_shm_slot *copy,

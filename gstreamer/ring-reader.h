@@ -32,7 +32,7 @@ int ring_replaced(const char *path, const struct ring_reader *ring);
 
 enum ring_read_result {
     RING_READ_DONE = 1,
-    RING_READ_NOT_YET = 0,   /* not published yet */
+    RING_READ_NOT_YET = 0,   /* not published yet (or torn 64 times in a row: a forged ring; try again later) */
     RING_READ_LAPPED = -1,   /* overwritten before it could be read, or older than this object */
     RING_READ_INVALID = -3,  /* the slot does not describe a valid frame */
     RING_READ_TRUNCATED = -4 /* the object shrank under the mapping (SIGBUS caught): attach again */

@@ -140,6 +140,26 @@ class ReaderTest(unittest.TestCase):
             self.assertEqual([frame.sequence for frame in frames], list(range(3, HandMadeRing.SLOTS + 2)))
             self.assertEqual(reader.lapped, 1)
 
+    def test_a_slot_torn_at_every_copy_does_not_hold_read(self):
+        # Only a forger rewrites a slot between every two reads of its seqlock: read() gives up after 64 torn copies
+        # and answers "not now" (it looped for ever before), so frames() keeps its deadline.
+        self.ring.publish(1, 10)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            seqlock_at = reader._geometry["slot_table_offset"]
+            original, reads = reader._pread, [0]
+
+            def forged(size, offset):
+                if size == 8 and offset == seqlock_at:
+                    reads[0] += 1
+                    if reads[0] > 1000:
+                        raise AssertionError("read() kept copying a slot torn every time")
+                    return struct.pack("<Q", 2 * reads[0])
+                return original(size, offset)
+
+            reader._pread = forged
+            self.assertIsNone(reader.read(1))
+            self.assertEqual(list(reader.frames(timeout=0.05, start=1)), [])
+
     def test_numpy_views(self):
         try:
             import numpy  # noqa: F401

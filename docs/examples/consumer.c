@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ring {
@@ -98,14 +99,20 @@ static int replaced(const char *name, const struct ring *ring) {
     return stat(path, &st) == 0 && st.st_ino != ring->inode;
 }
 
+static double monotonic_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
 /* Copies frame `sequence` into `copy` and `pixels` (at least slot_data_capacity bytes). Returns 1 done, 0 not
- * published yet, -1 lapped (overwritten, or older than this object), -2 being overwritten (the next frame is
+ * published yet (or torn 64 times in a row, which only a forged ring does: try again later), -1 lapped (overwritten, or older than this object), -2 being overwritten (the next frame is
  * whole), -3 the slot is not a valid frame. Called with the SIGBUS jump point set: a truncated object lands there. */
 static int read_frame(const struct ring *ring, uint64_t sequence, struct streamrecv_shm_slot *copy, uint8_t *pixels) {
     const struct streamrecv_shm_header *header = ring->base;
     uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
     const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
-    for (;;) {
+    for (int torn = 0; torn < 64; torn++) {
         uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
         if (sequence > latest) return 0;
         /* Never written while latest says the frame exists: this object began after it. */
@@ -121,6 +128,7 @@ static int read_frame(const struct ring *ring, uint64_t sequence, struct streamr
         if (copy->sequence == sequence) return valid ? 1 : -3;
         return -1;
     }
+    return 0;
 }
 
 /* The stream moved to a new object (or this one was truncated): map what the name leads to now, once it is a
@@ -146,8 +154,9 @@ static int follow(const char *name, struct ring *ring) {
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s NAME [FRAMES [TIMEOUT]]\n", argv[0]); return 1; }
     long wanted = argc > 2 ? atol(argv[2]) : -1;
-    /* Waits of 200 ms without a frame before giving up. */
-    int idle_limit = argc > 3 && atof(argv[3]) > 0 ? (int)(atof(argv[3]) * 5) : 50;
+    /* Seconds without a frame before giving up, whatever the ring does meanwhile (a forged one can keep a reader
+     * lapping, or wake it, for ever). */
+    double timeout = argc > 3 && atof(argv[3]) > 0 ? atof(argv[3]) : 10;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_bus_error;
@@ -168,9 +177,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "consumer: attached to %s (%u slots), starting at frame %llu\n",
             argv[1], ring.geometry.slot_count, (unsigned long long)next);
     long written = 0;
-    int idle_waits = 0;
+    double last_frame = monotonic_seconds();
     int laps = 0; /* frames lost in a row to a slot being overwritten */
     while (wanted < 0 || written < wanted) {
+        if (monotonic_seconds() - last_frame >= timeout) {
+            fprintf(stderr, "consumer: no frame for %g s\n", timeout);
+            return 2;
+        }
         if (ring.geometry.slot_data_capacity > capacity) {
             capacity = ring.geometry.slot_data_capacity;
             free(pixels);
@@ -198,11 +211,7 @@ int main(int argc, char **argv) {
             if (state == STREAMRECV_STATE_STOPPED) { fprintf(stderr, "consumer: stream stopped\n"); break; }
             /* Not there yet: sleep until the writer's next publish, 200 ms at a time (a truncated object's waiters
              * are never woken: the name is checked between waits), TIMEOUT in all. */
-            if (streamrecv_shm_wait(header, seen, 200000000LL) == ETIMEDOUT && streamrecv_shm_load_u32(&header->wake_word) == seen) {
-                if (++idle_waits >= idle_limit) { fprintf(stderr, "consumer: no frame for %d s\n", idle_limit / 5); return 2; }
-            } else {
-                idle_waits = 0;
-            }
+            streamrecv_shm_wait(header, seen, 200000000LL);
             continue;
         }
         if (outcome == -2) {
@@ -222,7 +231,7 @@ int main(int argc, char **argv) {
             continue;
         }
         copying = 0;
-        idle_waits = 0;
+        last_frame = monotonic_seconds();
         laps = 0;
         if (frame.flags & STREAMRECV_FRAME_DISCONTINUITY)
             fprintf(stderr, "consumer: discontinuity before frame %llu\n", (unsigned long long)frame.sequence);

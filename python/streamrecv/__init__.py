@@ -365,15 +365,16 @@ class FrameRing:
             return False
 
     def read(self, sequence):
-        """Frame `sequence` if the ring still holds it: a Frame, None when not published yet, or the int sequence of
-        the oldest frame still held when it was overwritten (lapped). Raises RingError on a damaged slot."""
+        """Frame `sequence` if the ring still holds it: a Frame, None when not published yet (or torn 64 times in a
+        row, which only a forged ring does: try again later), or the int sequence of the oldest frame still held
+        when it was overwritten (lapped). Raises RingError on a damaged slot."""
         geometry = self._geometry
         count = geometry["slot_count"]
         index = (sequence - 1) % count
         slot_base = geometry["slot_table_offset"] + index * SLOT_SIZE
         data_base = geometry["slot_data_offset"] + index * geometry["slot_data_stride"]
         try:
-            while True:
+            for _ in range(64):
                 latest = self.header()["latest_sequence"]
                 if sequence > latest:
                     return None
@@ -409,6 +410,7 @@ class FrameRing:
                     raise RingError("%s: slot %d claims frame %d while the ring's latest is %d: not a valid ring"
                                     % (self.path, index, slot["sequence"], latest))
                 return latest - count + 1 if slot["sequence"] > sequence else latest + 1
+            return None
         except _Shrunk:
             raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
 
@@ -432,6 +434,7 @@ class FrameRing:
         wanted = start if start is not None else self.latest_sequence + 1
         deadline = None if timeout is None else time.monotonic() + timeout
         laps = 0
+        waits = 0
         while True:
             try:
                 seen = self.header()["wake_word"]
@@ -443,7 +446,7 @@ class FrameRing:
                 raise
             if isinstance(result, Frame):
                 yield result
-                laps = 0
+                laps = waits = 0
                 wanted += 1
                 deadline = None if timeout is None else time.monotonic() + timeout
                 continue
@@ -465,6 +468,11 @@ class FrameRing:
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 return
+            # A real writer wakes readers once a frame; a forger can change the wake word for ever, which would make
+            # this loop spin: from the 64th wait in a row without a frame, each one starts with a short sleep.
+            waits += 1
+            if waits > 64:
+                time.sleep(0.001)
             # In short waits: the waiters of a truncated object are never woken, so the name is checked between.
             self._futex.wait(self._wake_address, seen, min(remaining, 0.2))
 
