@@ -151,7 +151,7 @@ install: $(if $(NO_BUILD),,build gst-plugin)
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples
 	install -m 0755 $(BUILD_DIR)/streamrecvd $(BUILD_DIR)/streamrecvctl $(DESTDIR)$(PREFIX)/bin/
-	for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket; do \
+	for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket streamrecvd-whip.socket streamrecvd-whip-media.socket; do \
 		sed -e 's|/usr/bin/streamrecvd|$(PREFIX)/bin/streamrecvd|g' -e 's|/etc/streamrecvd|$(SYSCONFDIR)/streamrecvd|g' \
 			systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
 	done

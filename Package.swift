@@ -53,12 +53,14 @@ let package = Package(
         .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .target(name: "MediaSecurity", dependencies: ["CDTLS", "CSRTP"]),
+        // The local user behind a loopback connection (the kernel's sock_diag), for the HTTP endpoints' fair shares.
+        .target(name: "CSocketOwner"),
         // srt:// listeners (the GnuTLS build of libsrt: the one Debian's FFmpeg links).
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(
             name: "Pipeline",
             dependencies: [
-                "Bitstream", "CFFmpeg", "Decoding", "FrameExport", "FrameFormats", "SharedFrames", "CSystemd", "CSRT", "MediaSecurity",
+                "Bitstream", "CFFmpeg", "Decoding", "FrameExport", "FrameFormats", "SharedFrames", "CSystemd", "CSRT", "CSocketOwner", "MediaSecurity",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -49,7 +49,7 @@ done
 for binary in "$tree"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$binary"; done
 
 install -m 0644 etc/streamrecvd/streamrecvd.toml "$tree/etc/streamrecvd/"
-for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket; do
+for unit in streamrecvd.service streamrecvd@.service streamrecvd.socket streamrecvd-whip.socket streamrecvd-whip-media.socket; do
     sed -e 's|/usr/bin/streamrecvd|/opt/streamrecvd/bin/streamrecvd|g' systemd/$unit >"$tree/systemd/$unit"
 done
 install -m 0644 systemd/streamrecvd.sysusers "$tree/systemd/"

@@ -9,6 +9,10 @@ session).
 
   whip-client.py URL --token TOKEN --record sent.h264 [--frames 150] [--size 640x360] [--fps 30]
 
+--change-ssrc-at N gives the RTP stream a new SSRC once N frames are encoded (as a restarted encoder does; here
+the pictures go on without a keyframe, the sequence numbers continue, and webrtcbin's RTX picks a new repair SSRC):
+the payloader takes the collision event an RTP session sends when another source has its SSRC.
+
 --wrong-fingerprint posts an offer whose a=fingerprint is not that of the certificate webrtcbin then presents (a
 man in the middle's offer, as the receiver sees it): the receiver must refuse the DTLS handshake.
 """
@@ -46,7 +50,7 @@ class Client:
             f"bitrate={options.bitrate} ! video/x-h264,profile=constrained-baseline,stream-format=byte-stream "
             f"! identity name=counter ! tee name=split "
             f"split. ! queue ! filesink location={options.record} sync=false "
-            f"split. ! queue ! h264parse config-interval=-1 ! rtph264pay pt=96 config-interval=-1 aggregate-mode=zero-latency "
+            f"split. ! queue ! h264parse config-interval=-1 ! rtph264pay name=payloader pt=96 config-interval=-1 aggregate-mode=zero-latency "
             f"! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000 "
             f"! webrtcbin name=peer bundle-policy=max-bundle"
         )
@@ -62,6 +66,7 @@ class Client:
         self.peer.connect("notify::ice-gathering-state", self.on_gathering)
         self.peer.connect("notify::connection-state", self.on_connection)
         self.pipeline.get_by_name("counter").connect("handoff", self.on_frame)
+        self.payloader = self.pipeline.get_by_name("payloader")
         bus = self.pipeline.get_bus()
         bus.add_signal_watch()
         bus.connect("message::error", self.on_error)
@@ -168,8 +173,17 @@ class Client:
 
     def on_frame(self, _identity, _buffer):
         self.frames += 1
+        if self.frames == self.options.change_ssrc_at:
+            self.change_ssrc()
         if self.options.frames and self.frames == self.options.frames:
             GLib.timeout_add(self.options.linger_ms, self.stop, f"sent {self.frames} frames")
+
+    def change_ssrc(self):
+        _, ssrc = self.payloader.get_property("stats").get_uint("ssrc")
+        collision = Gst.Structure.new_from_string(f"GstRTPCollision, ssrc=(uint){ssrc}")
+        self.payloader.get_static_pad("src").send_event(Gst.Event.new_custom(Gst.EventType.CUSTOM_UPSTREAM, collision))
+        _, new = self.payloader.get_property("stats").get_uint("ssrc")
+        say(f"SSRC changed from {ssrc} to {new} at frame {self.frames}")
 
     def delete(self):
         if self.location and not self.options.keep:
@@ -202,6 +216,7 @@ def main():
     parser.add_argument("--local-address", default="127.0.0.1", help="the address ICE gathers on ('' for every interface)")
     parser.add_argument("--media-via", help="send media to this port of the answer's address instead (a relay)")
     parser.add_argument("--no-nack", action="store_true", help="offer no NACK/RTX")
+    parser.add_argument("--change-ssrc-at", type=int, default=0, metavar="FRAME", help="switch to a new SSRC at this frame")
     parser.add_argument("--verbose", action="store_true", help="print the offer and the answer")
     parser.add_argument("--keep", action="store_true", help="leave without DELETE (a client that vanishes)")
     parser.add_argument("--wrong-fingerprint", action="store_true", help="post an offer whose fingerprint is not our certificate's")

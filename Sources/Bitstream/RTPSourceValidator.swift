@@ -24,6 +24,7 @@ public enum RTPDiscard: String, Sendable, Equatable {
 /// source once it passes probation. Unlike A.1, packets on probation are held and released on confirmation
 /// rather than dropped: the first packets of a stream carry its parameter sets and keyframe. Pure; bounded.
 public struct RTPSourceValidator {
+    /// Probation's length where anyone may send: A.1's, less one (a packet is held, not dropped).
     public static let minimumSequential = 2
     public static let maximumDropout: UInt16 = 3000
     public static let maximumMisorder: UInt16 = 100
@@ -49,10 +50,16 @@ public struct RTPSourceValidator {
     }
 
     public private(set) var statistics = Statistics()
+    /// Packets in sequence that confirm a source; 1 where the transport authenticated the sender (SRTP): a new
+    /// SSRC of its is its new source at once, and probation would only lose the first packets of its stream.
+    public let minimumSequential: Int
     private var source: Source?
     private var candidate: Candidate?
 
-    public init() {}
+    public init(minimumSequential: Int = Self.minimumSequential) {
+        precondition(minimumSequential >= 1, "a source needs at least one packet to be confirmed")
+        self.minimumSequential = minimumSequential
+    }
 
     /// The confirmed source's SSRC.
     public var ssrc: UInt32? { source?.ssrc }
@@ -89,26 +96,24 @@ public struct RTPSourceValidator {
         }
     }
 
-    /// A packet from no confirmed source: it starts or continues a candidate's probation.
+    /// A packet from no confirmed source: it starts or continues a candidate's probation, which it may end.
     private mutating func probe(_ packet: RTPPacket, _ emit: (RTPSourceEvent) -> Void) {
-        if var candidate, candidate.ssrc == packet.ssrc, packet.sequenceNumber == candidate.lastSequence &+ 1 {
-            candidate.held.append(packet)
-            candidate.lastSequence = packet.sequenceNumber
-            if candidate.held.count >= Self.minimumSequential {
-                statistics.sources += 1
-                source = Source(ssrc: packet.ssrc, highestSequence: packet.sequenceNumber)
-                self.candidate = nil
-                emit(.newSource(ssrc: packet.ssrc, restarted: false))
-                for held in candidate.held { emit(.packet(held)) }
-            } else {
-                self.candidate = candidate
+        if var continued = candidate, continued.ssrc == packet.ssrc, packet.sequenceNumber == continued.lastSequence &+ 1 {
+            continued.held.append(packet)
+            continued.lastSequence = packet.sequenceNumber
+            candidate = continued
+        } else {
+            if let candidate {
+                for _ in candidate.held { discard(source == nil ? .probation : .otherSource, emit) }
             }
-            return
+            candidate = Candidate(ssrc: packet.ssrc, lastSequence: packet.sequenceNumber, held: [packet])
         }
-        if let candidate {
-            for _ in candidate.held { discard(source == nil ? .probation : .otherSource, emit) }
-        }
-        candidate = Candidate(ssrc: packet.ssrc, lastSequence: packet.sequenceNumber, held: [packet])
+        guard let confirmed = candidate, confirmed.held.count >= minimumSequential else { return }
+        statistics.sources += 1
+        source = Source(ssrc: packet.ssrc, highestSequence: packet.sequenceNumber)
+        candidate = nil
+        emit(.newSource(ssrc: packet.ssrc, restarted: false))
+        for held in confirmed.held { emit(.packet(held)) }
     }
 
     private mutating func discard(_ reason: RTPDiscard, _ emit: (RTPSourceEvent) -> Void) {

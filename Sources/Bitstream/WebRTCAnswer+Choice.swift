@@ -4,6 +4,8 @@ enum VideoChoice {
     /// never chosen as the video. RTX is answered beside it when its `apt` is the chosen type (NACK's
     /// retransmissions come in it); RED and FEC never are.
     private static let repairEncodings: Set<String> = ["RTX", "RED", "ULPFEC", "FLEXFEC", "FLEXFEC-03"]
+    /// RTP payload types that a receiver multiplexing RTCP cannot tell from RTCP (RFC 5761 §4).
+    static let rtcpPayloadTypes: ClosedRange<UInt8> = 64...95
 
     /// The first video m-section that sends, is not rejected and has a payload type we take; its index and what was
     /// agreed. The m-line order is the offerer's preference (RFC 3264 §5.1), so the first fitting one is taken.
@@ -15,12 +17,20 @@ enum VideoChoice {
         }
         guard !sending.isEmpty else { throw .noSendingVideo }
         var offered: [String] = []
+        var colliding: (payloadType: UInt8, line: Int)?
         for index in sending {
             let media = offer.media[index]
             guard let (payload, codec, mode) = bestPayload(in: media, codecs: codecs, offered: &offered) else { continue }
+            // Under rtcp-mux, RTP's payload types 64-95 read as RTCP packet types 192-223 (RFC 5761 §4): such a
+            // packet is taken for RTCP and nothing would decode. Refused, unless the section has another usable type.
+            guard !rtcpPayloadTypes.contains(payload.payloadType) else {
+                colliding = colliding ?? (payload.payloadType, media.line)
+                continue
+            }
             let mid = try check(media, in: offer)
             return (index, negotiated(media, mid: mid, payload: payload, codec: codec, packetizationMode: mode))
         }
+        if let colliding { throw .payloadTypeCollidesWithRTCP(payloadType: colliding.payloadType, line: colliding.line) }
         throw .noUsableCodec(accepted: VideoCodec.allCases.filter(codecs.contains), offered: offered)
     }
 
@@ -31,7 +41,9 @@ enum VideoChoice {
         in media: WebRTCOffer.Media, codecs: Set<VideoCodec>, offered: inout [String]
     ) -> (WebRTCOffer.PayloadFormat, VideoCodec, Int)? {
         var best: (rank: Int, payload: WebRTCOffer.PayloadFormat, codec: VideoCodec, mode: Int)?
-        for payload in media.payloads {
+        // A usable type outside 64-95 is preferred to a better-ranked one inside (see `choose`).
+        let payloads = media.payloads.filter { !rtcpPayloadTypes.contains($0.payloadType) } + media.payloads.filter { rtcpPayloadTypes.contains($0.payloadType) }
+        for payload in payloads {
             let name = payload.encodingName?.uppercased() ?? "payload type \(payload.payloadType)"
             guard !repairEncodings.contains(name) else { continue }
             note(name, in: &offered)
@@ -50,7 +62,8 @@ enum VideoChoice {
             default:
                 continue
             }
-            if candidate.rank < best?.rank ?? .max { best = (candidate.rank, payload, candidate.codec, candidate.mode) }
+            let rank = candidate.rank + (rtcpPayloadTypes.contains(payload.payloadType) ? 10 : 0)
+            if rank < best?.rank ?? .max { best = (rank, payload, candidate.codec, candidate.mode) }
         }
         return best.map { ($0.payload, $0.codec, $0.mode) }
     }
@@ -90,7 +103,7 @@ enum VideoChoice {
             transportWideCCID: nil)
         // RTX for the chosen type (RFC 4588 §8.1: `apt`): a sender that has it resends only that way.
         video.retransmissionPayloadType = media.payloads.first {
-            $0.encodingName?.uppercased() == "RTX" && $0.clockRate == payload.clockRate
+            $0.encodingName?.uppercased() == "RTX" && $0.clockRate == payload.clockRate && !rtcpPayloadTypes.contains($0.payloadType)
                 && $0.parameters["apt"].flatMap { SDPText.decimal(Substring($0), max: 127) } == UInt64(payload.payloadType)
         }?.payloadType
         return video

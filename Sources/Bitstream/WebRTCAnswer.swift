@@ -212,6 +212,8 @@ public enum WebRTCAnswerError: Error, Equatable, CustomStringConvertible {
     case passiveSetup(line: Int)
     /// No SHA-256 fingerprint to check the client's certificate against (RFC 8842 §5.1 makes SHA-256 mandatory).
     case noSHA256Fingerprint(line: Int)
+    /// The only usable video payload type is in 64-95, which RTCP's packet types shadow under rtcp-mux (RFC 5761 §4).
+    case payloadTypeCollidesWithRTCP(payloadType: UInt8, line: Int)
     case invalidLocalParameters(String)
 
     public var description: String {
@@ -224,6 +226,8 @@ public enum WebRTCAnswerError: Error, Equatable, CustomStringConvertible {
         case .noRTCPMux(let line): "line \(line): the video m-section has no a=rtcp-mux"
         case .passiveSetup(let line): "line \(line): a=setup:passive (this server can only be the DTLS server)"
         case .noSHA256Fingerprint(let line): "line \(line): no SHA-256 a=fingerprint"
+        case .payloadTypeCollidesWithRTCP(let type, let line):
+            "line \(line): video payload type \(type) is in 64-95, which RTCP's packet types shadow under rtcp-mux (RFC 5761 §4); offer it as 96-127 or 35-63"
         case .invalidLocalParameters(let problem): "local parameters: \(problem)"
         }
     }

@@ -73,6 +73,9 @@ extension ConfigurationLoader {
               name.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || $0 == "-" || $0 == "_" }) else {
             throw entry.error("name", "name must be 1-32 characters of letters, digits, '-' and '_'")
         }
+        guard !InheritedWebRTCSockets.reservedNames.contains(name) else {
+            throw entry.error("name", "the name '\(name)' is reserved: socket activation passes [webrtc]'s own sockets under it (FileDescriptorName=)")
+        }
         let source = try parseSource(entry, name: name, warnings: &warnings, directory: directory)
         for key in table.keys.sorted() {
             if let refusal = refusal(of: key, for: source) { throw entry.error(key, refusal) }

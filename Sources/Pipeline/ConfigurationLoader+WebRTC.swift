@@ -4,7 +4,7 @@ import TOMLKit
 
 /// `[webrtc]` and `listen = "whip"` streams.
 extension ConfigurationLoader {
-    static let webrtcKeys: Set<String> = ["listen", "media", "announce", "max_sessions", "certificate", "key"]
+    static let webrtcKeys: Set<String> = ["listen", "media", "announce", "max_sessions", "certificate", "key", "server_names"]
 
     /// The `[webrtc]` table. Plain HTTP only on loopback: elsewhere the bearer token would cross the network in
     /// clear, and browsers allow screen capture only on https:// or http://localhost pages.
@@ -43,6 +43,16 @@ extension ConfigurationLoader {
         }
         if server.announce.isEmpty, BindAddress.resolveNumeric(server.media.host) == nil || BindAddress.resolveNumeric(server.media.host)!.isWildcard {
             throw fail("media = \"\(server.media.host):\(server.media.port)\" is not one numeric address: clients must be told where to send; set announce = [\"ADDRESS\", …]", "webrtc", nil, "media")
+        }
+        if let value = table["server_names"] {
+            // Names beside the certificate's that the endpoint answers to (ServedHostNames: DNS rebinding).
+            guard let array = value.array, array.count <= 16 else { throw fail("server_names must be a list of up to 16 host names", "webrtc", nil, "server_names") }
+            for element in array {
+                guard let text = element.string, !text.contains(":"), let host = ServedHostNames.host(of: text) else {
+                    throw fail("server_names must list host names without ports (e.g. \"receiver.example.org\"): \(element.string ?? "not a string")", "webrtc", nil, "server_names")
+                }
+                server.serverNames.append(host)
+            }
         }
         if let value = table["max_sessions"] {
             guard let count = value.int, (1...1024).contains(count) else { throw fail("max_sessions must be an integer in 1...1024", "webrtc", nil, "max_sessions") }
@@ -102,6 +112,10 @@ extension ConfigurationLoader {
             }
             token = parsed
             if let warning = SecretFile.exposure(path: path, mode: read.mode, what: "holds a WHIP bearer token") { warnings.append(warning) }
+            // The demo token has warnings of its own (checkDemoToken). The token itself is never repeated.
+            if read.text != TokenStrength.demoToken && TokenStrength.isGuessable(read.text) {
+                warnings.append("token_file \(path): the token looks guessable (about \(Int(TokenStrength.estimatedBits(read.text))) bits by the estimate in docs/configuration.md, under \(Int(TokenStrength.warningBits))); \(writeYourOwn(path))")
+            }
         case .failure(let problem):
             throw entry.error("token_file", "token_file \(path): \(problem.message)")
         }
@@ -116,5 +130,23 @@ extension ConfigurationLoader {
             settings.rtp.keyframeRequestInterval = seconds
         }
         return settings
+    }
+
+    /// The demo token (etc/streamrecvd/examples/whip.token) is published with streamrecvd: refused where another
+    /// host may reach the WHIP endpoint, warned about on loopback (every local user has it too).
+    static func checkDemoToken(
+        _ stream: StreamConfiguration, webrtc: WebRTCServerConfiguration, index: Int, warnings: inout [String],
+        fail: (String, String?, Int?, String?) -> ConfigurationError
+    ) throws(ConfigurationError) {
+        guard let settings = stream.webrtc, settings.token.matches(Array(TokenStrength.demoToken.utf8)) else { return }
+        let demo = "token_file \(settings.tokenFile): the demo token from \(TokenStrength.demoTokenPath) is published with streamrecvd"
+        guard BindAddress.resolve(webrtc.http.host)?.allSatisfy(\.isLoopback) == true else {
+            throw fail("\(demo); \(writeYourOwn(settings.tokenFile)) ([webrtc] listen = \"\(webrtc.http.host):\(webrtc.http.port)\" is not loopback: anyone who can reach it could post video)", "stream", index, "token_file")
+        }
+        warnings.append("\(demo): any local user can post video to stream '\(stream.name)'; \(writeYourOwn(settings.tokenFile))")
+    }
+
+    static func writeYourOwn(_ path: String) -> String {
+        "write your own: head -c 24 /dev/urandom | base64 | tr '+/' '-_' > \(path); chmod 600 \(path)"
     }
 }

@@ -107,6 +107,9 @@ public enum ConfigurationLoader {
             if stream.webrtc != nil && configuration.webrtc == nil {
                 throw fail("stream '\(stream.name)' has listen = \"whip\" but there is no [webrtc] table (listen = \"127.0.0.1:8889\", media = \"127.0.0.1:8189\")", "stream", index, "listen")
             }
+            if let webrtc = configuration.webrtc {
+                try checkDemoToken(stream, webrtc: webrtc, index: index, warnings: &configuration.warnings, fail: fail)
+            }
             configuration.streams.append(stream)
         }
         try validateUnique(configuration, fail: fail)

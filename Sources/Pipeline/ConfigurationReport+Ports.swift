@@ -3,12 +3,12 @@ import Glibc
 extension ConfigurationReport {
     /// Whether `[webrtc]`'s sockets could be bound now: a port another program holds would end the daemon at start
     /// (before READY=1). Only a warning: the program holding it may be the running daemon itself, checked before a
-    /// restart.
+    /// restart, or systemd holding it for socket activation.
     public mutating func checkPorts(_ configuration: DaemonConfiguration) {
         guard let webrtc = configuration.webrtc else { return }
         for (key, address, type) in [("listen", webrtc.http, SOCK_STREAM), ("media", webrtc.media, SOCK_DGRAM)] {
             guard let problem = Self.bindProblem(host: address.host, port: address.port, type: Int32(type.rawValue)) else { continue }
-            warnings.append("[webrtc] \(key) = \"\(address.host):\(address.port)\" cannot be bound now (\(problem)): the daemon will not start while that lasts (the running daemon may be what holds it)")
+            warnings.append("[webrtc] \(key) = \"\(address.host):\(address.port)\" cannot be bound now (\(problem)): the daemon will not start while that lasts (the running daemon, or streamrecvd-whip.socket and streamrecvd-whip-media.socket, which it then takes the sockets from, may be what holds it)")
         }
     }
 

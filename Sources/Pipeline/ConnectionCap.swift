@@ -3,68 +3,75 @@ import Decoding
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import SharedFrames
 
 /// At most `maximum` connections of one HTTP endpoint open at once (the metrics endpoint, the WHIP endpoint); at most
-/// `perAddress` of them from one address other than loopback (an IPv6 /64 counts as one address: a host has all of
-/// it), and the last `loopbackReserve` places for loopback alone, so that a few remote addresses together cannot
-/// lock out the machine itself (a scraper, a proxy on it that speaks for everyone). A connection over a limit is
-/// refused, counted and said at most once per 10 s; one that closes gives its place back. Every admitted connection is closed after `lifetime`, whatever it is doing: the idle timer
-/// restarts with every byte, so a client dripping a header line every few seconds would otherwise keep its place.
+/// `perAddress` of them from one address other than loopback (an IPv6 /64 counts as one address), and the last
+/// `loopbackReserve` places for loopback alone, so that a few remote addresses together cannot lock out the machine
+/// itself. When the places run out, a connection that has not sent a whole request is given up for the newcomer,
+/// from the party (address, or local user on loopback) holding the most (`ConnectionPlaces`): strangers holding
+/// places with half handshakes or dripped headers cannot keep an honest client of another party out. A connection
+/// refused or given up is counted and said at most once per 10 s. Every admitted connection is closed after
+/// `lifetime`, whatever it is doing: the idle timer restarts with every byte.
 final class ConnectionCap: Sendable {
-    let maximum: Int
-    let perAddress: Int
-    let loopbackReserve: Int
     let lifetime: TimeAmount
-    /// The endpoint's name in the refusal line.
+    /// The endpoint's name in log lines.
     private let endpoint: String
     private let refusals: CoreMetrics.Counter
-    private let state: NIOLockedValueBox<(open: Int, remote: Int, byAddress: [[UInt8]: Int], log: RateLimitedLogger)>
+    private let evictions: CoreMetrics.Counter?
+    private let state: NIOLockedValueBox<State>
+
+    private struct State: Sendable {
+        var places: ConnectionPlaces
+        var channels: [ObjectIdentifier: Channel] = [:]
+        var log: RateLimitedLogger
+    }
 
     init(maximum: Int, perAddress: Int, loopbackReserve: Int, lifetime: TimeAmount, endpoint: String,
-         refusals: CoreMetrics.Counter, logger: Logger) {
-        self.maximum = maximum
-        self.perAddress = perAddress
-        self.loopbackReserve = loopbackReserve
+         refusals: CoreMetrics.Counter, evictions: CoreMetrics.Counter? = nil, logger: Logger) {
         self.lifetime = lifetime
         self.endpoint = endpoint
         self.refusals = refusals
-        state = NIOLockedValueBox((0, 0, [:], RateLimitedLogger(logger: logger)))
+        self.evictions = evictions
+        state = NIOLockedValueBox(State(places: ConnectionPlaces(maximum: maximum, perAddress: perAddress, loopbackReserve: loopbackReserve),
+                                        log: RateLimitedLogger(logger: logger)))
     }
 
-    /// True when `channel` may stay open (its lifetime then runs); false when the caller must close it.
+    /// True when `channel` may stay open (its lifetime then runs); false when the caller must close it. A connection
+    /// given up for it is closed here.
     func admit(_ channel: Channel) -> Bool {
         let now = MonotonicClock.nanoseconds()
-        let (maximum, perAddress, endpoint) = (self.maximum, self.perAddress, self.endpoint)
-        let remoteMaximum = maximum - loopbackReserve
-        let remote = channel.remoteAddress
-        // Loopback is not counted per address: a reverse proxy on this machine brings every client from there.
-        let address = remote?.ipAddressBytes.map { BindAddress(bytes: $0).unmapped }
-            .flatMap { $0.isLoopback ? nil : Array($0.bytes.prefix(8)) }  // IPv4 whole, IPv6 by its /64
-        let admitted = state.withLockedValue { state -> Bool in
-            guard state.open < maximum else {
-                state.log.log(.warning, key: "\(endpoint)-full", now: now,
-                              "\(endpoint): \(maximum) connections open; closing new ones (remote \(remote?.description ?? "unknown"))")
-                return false
-            }
-            if let address {
-                guard state.remote < remoteMaximum else {
-                    state.log.log(.warning, key: "\(endpoint)-remote", now: now,
-                                  "\(endpoint): \(remoteMaximum) connections open from other machines (the rest kept for loopback); closing new ones (remote \(remote?.description ?? "unknown"))")
-                    return false
+        let remote = channel.remoteAddress?.description ?? "unknown"
+        guard let party = ConnectionParty.of(remote: channel.remoteAddress, local: channel.localAddress) else { return false }
+        let id = ObjectIdentifier(channel)
+        let endpoint = self.endpoint
+        let (admission, victim) = state.withLockedValue { state -> (ConnectionPlaces.Admission, (Channel, ConnectionParty)?) in
+            let admission = state.places.admit(id, party: party, now: now)
+            switch admission {
+            case .admitted(let evicting):
+                state.channels[id] = channel
+                guard let evicting, let victim = state.channels.removeValue(forKey: evicting.id) else { return (admission, nil) }
+                let victimParty = evicting.party
+                state.log.log(.warning, key: "\(endpoint)-evicted", now: now,
+                              "\(endpoint): every place taken; gave up a connection of \(victimParty) that had sent no whole request (\(victim.remoteAddress?.description ?? "unknown")) for one of \(party) (\(remote))")
+                return (admission, (victim, victimParty))
+            case .refused(let refusal):
+                let (maximum, perAddress) = (state.places.maximum, state.places.perAddress)
+                let why = switch refusal {
+                case .full: "\(maximum) connections open, every one busy or of a party holding no more than this one"
+                case .remoteFull: "\(maximum - state.places.loopbackReserve) connections open from other machines (the rest kept for loopback)"
+                case .partyFull: "\(perAddress) connections open from \(party)"
                 }
-                guard state.byAddress[address, default: 0] < perAddress else {
-                    state.log.log(.warning, key: "\(endpoint)-address", now: now,
-                                  "\(endpoint): \(perAddress) connections open from \(remote?.description ?? "unknown"); closing its new ones")
-                    return false
-                }
-                state.byAddress[address, default: 0] += 1
-                state.remote += 1
+                state.log.log(.warning, key: "\(endpoint)-\(refusal)", now: now, "\(endpoint): \(why); closing a new one (remote \(remote))")
+                return (admission, nil)
             }
-            state.open += 1
-            return true
         }
-        guard admitted else {
+        if let (victim, _) = victim {
+            evictions?.increment()
+            victim.close(promise: nil)
+        }
+        guard case .admitted = admission else {
             refusals.increment()
             return false
         }
@@ -72,14 +79,56 @@ final class ConnectionCap: Sendable {
         channel.closeFuture.whenComplete { [state] _ in
             ending.cancel()
             state.withLockedValue { state in
-                state.open -= 1
-                if let address {
-                    state.remote -= 1
-                    state.byAddress[address, default: 1] -= 1
-                    if state.byAddress[address] == 0 { state.byAddress[address] = nil }
-                }
+                // A connection given up for another has left the places already; its ID may be a newcomer's now.
+                guard state.channels[id] === channel else { return }
+                state.channels[id] = nil
+                state.places.remove(id)
             }
         }
         return true
+    }
+
+    /// A whole request arrived on `channel`: it is being served, and keeps its place until its reply is out.
+    func serving(_ channel: Channel) {
+        let id = ObjectIdentifier(channel)
+        state.withLockedValue { state in
+            guard state.channels[id] === channel else { return }
+            state.places.serving(id)
+        }
+    }
+
+    /// `channel`'s reply went out: until its next whole request it is among the cheapest to give up.
+    func awaitingRequest(_ channel: Channel) {
+        let (id, now) = (ObjectIdentifier(channel), MonotonicClock.nanoseconds())
+        state.withLockedValue { state in
+            guard state.channels[id] === channel else { return }
+            state.places.awaitingRequest(id, now: now)
+        }
+    }
+}
+
+/// Tells the cap when a connection has a whole request in hand and when its reply is out, so that only connections
+/// waiting for a request are given up for newcomers. After the HTTP server pipeline, before the endpoint's handler.
+final class ConnectionPhaseHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let cap: ConnectionCap
+
+    init(cap: ConnectionCap) { self.cap = cap }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) { cap.serving(context.channel) }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        let (cap, channel) = (self.cap, context.channel)
+        let written = promise ?? context.eventLoop.makePromise()
+        written.futureResult.whenSuccess { cap.awaitingRequest(channel) }
+        context.write(data, promise: written)
     }
 }

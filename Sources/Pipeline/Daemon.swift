@@ -21,7 +21,7 @@ public enum Daemon {
         // thread, not the one the ingest sockets and the WebRTC media are read on.
         let httpGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { httpGroup.shutdownGracefully { _ in } }
-        let inherited = assignInheritedListeners(to: configuration.streams, logger: logger)
+        let (inherited, inheritedWebRTC) = assignInheritedListeners(to: configuration.streams, webrtc: configuration.webrtc != nil, logger: logger)
         var factory: any MetricsFactory = NOOPMetricsHandler.instance
         var metricsServer: MetricsServer?
         if let address = configuration.metrics {
@@ -33,7 +33,7 @@ public enum Daemon {
             try WebRTCServer(configuration: $0, group: group, httpGroup: httpGroup, metricsFactory: factory, logger: logger)
         }
         do {
-            try await webrtc?.bind()  // before any stream: a taken port ends the daemon before READY=1
+            try await webrtc?.bind(inherited: inheritedWebRTC)  // before any stream: a taken port ends the daemon before READY=1
         } catch {
             try? await group.shutdownGracefully()
             throw error
@@ -60,15 +60,31 @@ public enum Daemon {
     }
 
     /// Socket activation: each inherited listener goes to the stream named by its `FileDescriptorName=`; a single
-    /// listener with another name goes to a single stream. Listeners nobody claims are closed, with a warning.
-    static func assignInheritedListeners(to streams: [StreamConfiguration], logger: Logger) -> [String: Int32] {
+    /// listener with another name goes to a single stream. The reserved names `whip-http` and `whip-media` go to
+    /// `[webrtc]` (never to a stream). Listeners nobody claims are closed, with a warning.
+    static func assignInheritedListeners(
+        to streams: [StreamConfiguration], webrtc hasWebRTC: Bool, logger: Logger
+    ) -> (streams: [String: Int32], webrtc: InheritedWebRTCSockets) {
         let listeners = ServiceManager.inheritedListeners()
-        guard !listeners.isEmpty else { return [:] }
+        guard !listeners.isEmpty else { return ([:], InheritedWebRTCSockets()) }
         var assigned: [String: Int32] = [:]
+        var webrtc = InheritedWebRTCSockets()
+        let forStreams = listeners.filter { !InheritedWebRTCSockets.reservedNames.contains($0.name) }
         for listener in listeners {
-            if streams.contains(where: { $0.name == listener.name }) {
+            if InheritedWebRTCSockets.reservedNames.contains(listener.name) {
+                let isHTTP = listener.name == InheritedWebRTCSockets.httpName
+                if !hasWebRTC {
+                    logger.warning("socket activation: listener '\(listener.name)' is for [webrtc], which this configuration does not have; closing that listener")
+                } else if (isHTTP ? webrtc.http : webrtc.media) != nil {
+                    logger.warning("socket activation: a second listener named '\(listener.name)' ([webrtc] takes one); closing it")
+                } else {
+                    if isHTTP { webrtc.http = listener.descriptor } else { webrtc.media = listener.descriptor }
+                    continue
+                }
+                close(listener.descriptor)
+            } else if streams.contains(where: { $0.name == listener.name }) {
                 assigned[listener.name] = listener.descriptor
-            } else if listeners.count == 1 && streams.count == 1 {
+            } else if forStreams.count == 1 && streams.count == 1 {
                 assigned[streams[0].name] = listener.descriptor
                 logger.notice("socket activation: listener '\(listener.name)' used for the only stream, '\(streams[0].name)'")
             } else {
@@ -76,7 +92,7 @@ public enum Daemon {
                 close(listener.descriptor)
             }
         }
-        return assigned
+        return (assigned, webrtc)
     }
 
     /// A named hwaccel is strict: the daemon does not start when it cannot be used, and says which device failed.

@@ -85,6 +85,7 @@ final class MetricsServer: Service {
                         try channel.pipeline.syncOperations.addHandler(
                             IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(ConnectionPhaseHandler(cap: connections))
                         try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry))
                     }
                 }

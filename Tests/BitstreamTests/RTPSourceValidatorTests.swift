@@ -69,4 +69,14 @@ import Testing
         #expect(validator.ssrc == 0x2222)
         #expect(run([packet(13)], validator: &validator) == [], "the old source's stragglers are no longer taken")
     }
+
+    /// Where the transport authenticated the sender (SRTP), probation is one packet: its first source and a new
+    /// SSRC of its are taken at their first packet, none held back or lost.
+    @Test func anAuthenticatedSendersNewSSRCIsItsSourceAtOnce() {
+        var validator = RTPSourceValidator(minimumSequential: 1)
+        #expect(run([packet(10), packet(11)], validator: &validator) == ["new 4369", "p10", "p11"])
+        #expect(run([packet(12, ssrc: 0x2222), packet(13, ssrc: 0x2222)], validator: &validator) == ["new 8738", "p12", "p13"])
+        #expect(validator.ssrc == 0x2222)
+        #expect(validator.statistics.discarded.isEmpty)
+    }
 }

@@ -160,6 +160,29 @@ private func toyMAC(_ key: [UInt8], _ data: [UInt8]) -> [UInt8] {
         #expect(STUNMessage.verifyMessageIntegrity(of: signed, key: key, hmacSHA1: toyMAC))
     }
 
+    /// Issue 31, item 4: the screening before parsing finds the local half of a request's USERNAME and nothing else.
+    @Test func screeningFindsTheLocalFragmentOfABindingRequestOnly() {
+        let bytes = STUNMessage.bindingRequest(transactionID: RFC5769.transactionID, username: "srv1abcd:client99",
+                                               priority: 1, role: .controlling(tiebreaker: 7), useCandidate: false,
+                                               integrityKey: Array("key".utf8), hmacSHA1: toyMAC)
+        let fragment = STUNMessage.bindingRequestLocalFragment(bytes)
+        #expect(fragment.map { Array(bytes[$0]) } == Array("srv1abcd".utf8))
+        #expect(bytes.withUnsafeBytes { STUNMessage.bindingRequestLocalFragment($0) } == fragment, "the same on a raw buffer")
+        var lying = bytes
+        lying[3] &+= 4
+        #expect(STUNMessage.bindingRequestLocalFragment(lying) == nil, "a length that does not fit")
+        var response = bytes
+        response[0] = 0x01
+        #expect(STUNMessage.bindingRequestLocalFragment(response) == nil, "not a request")
+        var cookie = bytes
+        cookie[4] ^= 0xFF
+        #expect(STUNMessage.bindingRequestLocalFragment(cookie) == nil)
+        let noColon = STUNMessage.bindingRequest(transactionID: RFC5769.transactionID, username: "nocolon", priority: 1,
+                                                 role: .controlled(tiebreaker: 1), useCandidate: false, integrityKey: [1], hmacSHA1: toyMAC)
+        #expect(STUNMessage.bindingRequestLocalFragment(noColon) == nil)
+        for length in 0..<bytes.count { #expect(STUNMessage.bindingRequestLocalFragment(bytes.prefix(length)) == nil) }
+    }
+
     @Test func bindingRequestRoundTrips() throws {
         let key = Array("remote-password".utf8)
         let bytes = STUNMessage.bindingRequest(transactionID: RFC5769.transactionID, username: "abcd:efgh",

@@ -210,4 +210,27 @@ import Testing
             #expect(throws: WebRTCAnswerError.self) { try Self.answer(Fixtures.webrtcbin, local: local) }
         }
     }
+
+    /// Issue 31, item 7: H.264 offered as payload type 72 was answered, and then its packets were taken for RTCP
+    /// (type 200, a sender report) under rtcp-mux and nothing decoded. 64-95 is refused with the reason, a usable
+    /// type outside it is preferred, and RTX in that range is not answered.
+    @Test func payloadTypesThatRTCPShadowsAreNeverAnswered() throws {
+        func renumbered(_ offer: String, _ pairs: [(String, String)]) -> String {
+            pairs.reduce(offer) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
+        }
+        let only72 = renumbered(Fixtures.webrtcbin, [("SAVPF 96", "SAVPF 72"), (":96 ", ":72 ")])
+        #expect(throws: WebRTCAnswerError.payloadTypeCollidesWithRTCP(payloadType: 72, line: 7)) { try Self.answer(only72) }
+        #expect("\(WebRTCAnswerError.payloadTypeCollidesWithRTCP(payloadType: 72, line: 7))".contains("RFC 5761"))
+        for type in [63, 96] {
+            let fine = renumbered(Fixtures.webrtcbin, [("SAVPF 96", "SAVPF \(type)"), (":96 ", ":\(type) ")])
+            #expect(try Self.answer(fine).media.payloadType == UInt8(type))
+        }
+        // Mode 1 at 72 and mode 0 at 97: the usable 97 wins although mode 1 ranks first elsewhere.
+        let both = renumbered(only72, [("SAVPF 72", "SAVPF 72 97"),
+                                       ("a=rtpmap:72 H264/90000", "a=rtpmap:72 H264/90000\r\na=rtpmap:97 H264/90000\r\na=fmtp:97 packetization-mode=0")])
+        #expect(try Self.answer(both).media.payloadType == 97)
+        let rtxInRange = renumbered(Fixtures.webrtcbin, [("SAVPF 96", "SAVPF 96 90"),
+                                                         ("a=rtpmap:96 H264/90000", "a=rtpmap:96 H264/90000\r\na=rtpmap:90 rtx/90000\r\na=fmtp:90 apt=96")])
+        #expect(try Self.answer(rtxInRange).media.retransmissionPayloadType == nil)
+    }
 }

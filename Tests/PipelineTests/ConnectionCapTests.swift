@@ -38,9 +38,27 @@ import Testing
     /// endpoint, the machine's own clients included. The last places are loopback's now.
     @Test func otherMachinesTogetherLeaveLoopbackItsPlaces() throws {
         let cap = Self.cap()
-        let remote = try ["192.0.2.1", "192.0.2.1", "192.0.2.2", "192.0.2.3"].map { try Self.connection(from: $0) }
+        let remote = try ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"].map { try Self.connection(from: $0) }
         #expect(remote.map { cap.admit($0) } == [true, true, true, false], "3 of 4 places for other machines")
         #expect(cap.admit(try Self.connection(from: "127.0.0.1")), "the last place is loopback's")
+    }
+
+    /// Issue 31, item 1: when the places run out, a connection without a whole request is given up for a newcomer
+    /// of a party holding fewer, and closed; one being served is not.
+    @Test func aNewcomerTakesThePlaceOfAConnectionWithoutARequest() throws {
+        let cap = Self.cap()
+        let holders = try ["192.0.2.1", "192.0.2.1", "192.0.2.2"].map { try Self.connection(from: $0) }
+        #expect(holders.allSatisfy { cap.admit($0) })
+        let newcomer = try Self.connection(from: "192.0.2.3")
+        #expect(cap.admit(newcomer), "192.0.2.1 holds two: one of them goes")
+        holders[0].embeddedEventLoop.run()
+        #expect(holders.filter { !$0.isActive }.count == 1 && holders[2].isActive)
+        // Everyone holds one now: nobody may take another's place.
+        #expect(!cap.admit(try Self.connection(from: "192.0.2.4")))
+        let served = try Self.connection(from: "127.0.0.1")
+        #expect(cap.admit(served))
+        cap.serving(served)
+        #expect(!cap.admit(try Self.connection(from: "127.0.0.1")), "loopback's only place is being served")
     }
 
     @Test func anIPv6SlashSixtyFourIsOneAddress() throws {

@@ -87,9 +87,11 @@ import Testing
 
     @Test func anRTXRetransmissionBecomesThePacketItRepeats() throws {
         let connected = try Self.connected()
-        let original = try Self.protected(100, payload: [0x65, 9, 9], keys: connected.keys)
-        guard case .video = connected.session.receiveSRTP(original, now: 1) else { Issue.record("first packet refused"); return }
-        // RTX: its own SSRC and sequence, the original sequence number (102) in its first two bytes.
+        for sequence: UInt16 in [100, 103] {
+            let original = try Self.protected(sequence, payload: [0x65, 9, 9], keys: connected.keys)
+            guard case .video = connected.session.receiveSRTP(original, now: 1) else { Issue.record("packet \(sequence) refused"); return }
+        }
+        // RTX: its own SSRC and sequence, the original sequence number (102, missing) in its first two bytes.
         let retransmission = try Self.protected(7, payloadType: 97, ssrc: 0x0bad_cafe, payload: [0, 102, 0x41, 5, 6], keys: connected.keys)
         guard case .video(let clear) = connected.session.receiveSRTP(retransmission, now: 2) else {
             Issue.record("the retransmission was not turned into video")
@@ -98,9 +100,14 @@ import Testing
         let packet = try RTPPacket(parsing: clear[...])
         #expect(packet.payloadType == 96 && packet.sequenceNumber == 102 && packet.ssrc == 0x1234_5678)
         #expect(Array(packet.payload) == [0x41, 5, 6])
-        // A padding probe (no original sequence number) is nothing.
+        // A padding probe (no original sequence number) is nothing; so is a repeat of a packet that was not asked
+        // for (100 arrived) or was already repaired (102).
         let probe = try Self.protected(8, payloadType: 97, ssrc: 0x0bad_cafe, payload: [0], keys: connected.keys)
         guard case .nothing = connected.session.receiveSRTP(probe, now: 3) else { Issue.record("a probe became something"); return }
+        for (sequence, original) in [(UInt16(9), UInt8(100)), (10, 102)] {
+            let repeated = try Self.protected(sequence, payloadType: 97, ssrc: 0x0bad_cafe, payload: [0, original, 0x41], keys: connected.keys)
+            guard case .nothing = connected.session.receiveSRTP(repeated, now: 4) else { Issue.record("\(original) taken again"); return }
+        }
     }
 
     @Test func aCheckFromAnotherAddressDoesNotMoveTheSession() throws {
@@ -121,5 +128,67 @@ import Testing
         var closed = false
         for datagram in datagrams { if case .closed = connected.client.core.receive(datagram) { closed = true } }
         #expect(closed, "the client did not read a close_notify")
+    }
+}
+
+/// A sender that changes its SSRC mid-session (an encoder restart): SRTP authenticated it, so the session follows
+/// the new SSRC at its first packet, with its own loss recovery, reports and RTX mapping, and asks it for a keyframe.
+extension WebRTCSessionTests {
+    static let first: UInt32 = 0x1111_1111
+    static let second: UInt32 = 0x2222_2222
+    static let third: UInt32 = 0x3333_3333
+
+    /// The media SSRC an RTCP feedback datagram (empty RR, then a PLI or NACK) of the session names, as the client reads it.
+    static func feedbackMediaSSRC(_ datagram: [UInt8], keys: DTLSKeyingMaterial) throws -> UInt32 {
+        let clear = try SRTPReceiveContext(keying: keys, remoteIsDTLSClient: false).unprotectRTCP(datagram).get()
+        try #require(clear.count >= 20 && [205, 206].contains(clear[9]))
+        return clear[16..<20].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    @discardableResult
+    static func send(_ connected: Connected, _ sequence: UInt16, ssrc: UInt32, payloadType: UInt8 = 96, payload: [UInt8] = [0x41, 1],
+                     now: UInt64) throws -> WebRTCSession.Received {
+        connected.session.receiveSRTP(try protected(sequence, payloadType: payloadType, ssrc: ssrc, payload: payload, keys: connected.keys), now: now)
+    }
+
+    @Test func aNewSSRCIsFollowedAtOnceWithItsOwnNACKRTXAndKeyframe() throws {
+        let connected = try Self.connected()
+        let session = connected.session
+        for sequence: UInt16 in [100, 101] { try Self.send(connected, sequence, ssrc: Self.first, now: 10) }
+        #expect(try Self.feedbackMediaSSRC(try #require(session.initialKeyframeRequest()), keys: connected.keys) == Self.first)
+        #expect(session.initialKeyframeRequest() == nil, "one PLI per source")
+        #expect(session.takeSourceChange() == nil)
+        // The restarted encoder: another SSRC, another numbering. Its first packet is video, the session's now.
+        guard case .video = try Self.send(connected, 5000, ssrc: Self.second, now: 20) else { Issue.record("the new source's first packet dropped"); return }
+        let change = try #require(session.takeSourceChange())
+        #expect(change.from == Self.first && change.to == Self.second)
+        #expect(session.reception.ssrc == Self.second)
+        #expect(try Self.feedbackMediaSSRC(try #require(session.initialKeyframeRequest()), keys: connected.keys) == Self.second)
+        // A late packet of the source left is dropped, not followed back to.
+        guard case .nothing = try Self.send(connected, 102, ssrc: Self.first, now: 21) else { Issue.record("a late packet of the old SSRC taken"); return }
+        #expect(session.reception.ssrc == Self.second)
+        // A gap in the new numbering is asked of the new SSRC, and nothing of the old one's.
+        try Self.send(connected, 5002, ssrc: Self.second, now: 22)
+        let requests = session.retransmissionRequests(now: 23)
+        #expect(requests.count == 1)
+        #expect(try Self.feedbackMediaSSRC(try #require(requests.packets.first), keys: connected.keys) == Self.second)
+        // Its answer, on a repair SSRC never seen before, is the new source's packet 5001.
+        guard case .video(let clear) = try Self.send(connected, 1, ssrc: 0x0bad_f00d, payloadType: 97, payload: [0x13, 0x89, 0x41, 7], now: 24)
+        else { Issue.record("the retransmission on a new repair SSRC dropped"); return }
+        let repaired = try RTPPacket(parsing: clear[...])
+        #expect(repaired.ssrc == Self.second && repaired.sequenceNumber == 5001 && Array(repaired.payload) == [0x41, 7])
+    }
+
+    /// Each change restarts the decode side and asks for a keyframe: a sender juggling SSRCs gets two a second.
+    @Test func anotherSSRCSoonAfterAChangeWaits() throws {
+        let connected = try Self.connected()
+        try Self.send(connected, 1, ssrc: Self.first, now: 10)
+        try Self.send(connected, 1, ssrc: Self.second, now: 20)
+        _ = connected.session.takeSourceChange()
+        let soon = 20 + WebRTCSession.sourceChangeInterval - 1
+        guard case .nothing = try Self.send(connected, 1, ssrc: Self.third, now: soon) else { Issue.record("followed too soon"); return }
+        #expect(connected.session.takeSourceChange() == nil && connected.session.reception.ssrc == Self.second)
+        guard case .video = try Self.send(connected, 2, ssrc: Self.third, now: soon + 1) else { Issue.record("not followed after the interval"); return }
+        #expect(connected.session.takeSourceChange()?.to == Self.third)
     }
 }

@@ -71,6 +71,7 @@ import Testing
         let expected = [
             "usr/bin/streamrecvd", "usr/bin/streamrecvctl", "usr/lib/systemd/system/streamrecvd.service",
             "usr/lib/systemd/system/streamrecvd@.service", "usr/lib/systemd/system/streamrecvd.socket",
+            "usr/lib/systemd/system/streamrecvd-whip.socket", "usr/lib/systemd/system/streamrecvd-whip-media.socket",
             "usr/lib/sysusers.d/streamrecvd.conf", "etc/streamrecvd/streamrecvd.toml", "usr/include/streamrecv_shm.h",
             "usr/share/man/man1/streamrecvctl.1", "usr/share/man/man5/streamrecvd.toml.5", "usr/share/man/man8/streamrecvd.8",
             "usr/lib/python3/dist-packages/streamrecv/__init__.py", "usr/share/doc/streamrecvd/examples/consumer.c",

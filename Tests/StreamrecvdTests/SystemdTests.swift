@@ -139,7 +139,7 @@ final class SocketActivator {
 
     @Test func unitsVerifyClean() throws {
         let directory = try TestEnvironment.temporaryDirectory()
-        let units = ["streamrecvd.service", "streamrecvd@.service", "streamrecvd.socket"]
+        let units = ["streamrecvd.service", "streamrecvd@.service", "streamrecvd.socket", "streamrecvd-whip.socket", "streamrecvd-whip-media.socket"]
         for unit in units {
             let text = try String(contentsOf: TestEnvironment.repositoryRoot.appendingPathComponent("systemd/\(unit)"), encoding: .utf8)
             try text.replacingOccurrences(of: "/usr/bin/streamrecvd", with: tool("streamrecvd"))

@@ -104,7 +104,7 @@ import Testing
         let flood = """
             import socket, ssl, sys, threading, time
             context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
-            requests = b"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" * 300
+            requests = b"GET / HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n" * 300
             sent = [0] * 8
             def flood(index):
                 raw = socket.socket(); raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -167,7 +167,7 @@ import Testing
         let flood = """
             import socket, ssl, sys, threading, time
             context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
-            request = ("GET /whip/%s/frame.png HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n" % (sys.argv[2], sys.argv[3])).encode()
+            request = ("GET /whip/%s/frame.png HTTP/1.1\\r\\nHost: localhost\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n" % (sys.argv[2], sys.argv[3])).encode()
             def flood():
                 raw = socket.socket(); raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 raw.connect(("127.0.0.1", int(sys.argv[1])))
@@ -195,7 +195,7 @@ import Testing
             connection = context.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))), server_hostname="localhost")
             connection.settimeout(8)  # under the 10 s idle timer: an end before it is the daemon's doing
             # A good request first (the first-request deadline no longer runs), then one with a bare LF.
-            connection.sendall(b"GET /streams.json HTTP/1.1\\r\\nHost: x\\r\\n\\r\\nGET / HTTP/1.1\\nHost: x\\r\\n\\r\\n")
+            connection.sendall(b"GET /streams.json HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\nGET / HTTP/1.1\\nHost: localhost\\r\\n\\r\\n")
             answer = b""
             try:
                 while chunk := connection.recv(4096):

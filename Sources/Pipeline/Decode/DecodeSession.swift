@@ -148,8 +148,8 @@ final class DecodeSession {
     /// though sent in-band: a camera may send them nowhere else.
     private func describe(_ media: RTPSessionMedia) {
         sessionMedia = media
-        framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType,
-                                 maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: configuration.rtp.reorderWindow))
+        framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes,
+                                 reorderWindow: configuration.rtp.reorderWindow, authenticatedSources: media.authenticatedSources))
         publisher.setPTSClockRate(media.clockRate)
         applySessionMedia()
     }

@@ -22,7 +22,7 @@ struct RTPIngest {
     let payloadType: UInt8
     let maximumNALUnitSize: Int
     let reorderWindow: Int
-    private var validator = RTPSourceValidator()
+    private var validator: RTPSourceValidator
     private var reorder: RTPReorderBuffer
     private var depacketizer: RTPDepacketizer
     /// The last RTP timestamp extended to 64 bits (RTP's 32 bits wrap after 13 h at 90 kHz).
@@ -33,7 +33,10 @@ struct RTPIngest {
     private var ordered: [RTPPacket] = []
     private var depacketized: [RTPDepacketizerEvent] = []
 
-    init(codec: VideoCodec, payloadType: UInt8, maximumNALUnitSize: Int, reorderWindow: Int) {
+    /// - Parameter authenticatedSources: the transport authenticated every packet (SRTP) and hands over only its
+    ///   sender's current SSRC: a new one is the sender's new source at its first packet, without probation.
+    init(codec: VideoCodec, payloadType: UInt8, maximumNALUnitSize: Int, reorderWindow: Int, authenticatedSources: Bool = false) {
+        validator = RTPSourceValidator(minimumSequential: authenticatedSources ? 1 : RTPSourceValidator.minimumSequential)
         self.codec = codec
         self.payloadType = payloadType
         self.maximumNALUnitSize = maximumNALUnitSize

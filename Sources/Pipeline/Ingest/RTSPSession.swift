@@ -16,6 +16,8 @@ struct RTPSessionMedia: Sendable, Equatable {
     var clockRate: UInt32
     /// From the SDP (sprop-parameter-sets, sprop-vps/sps/pps): cameras may send them nowhere else.
     var parameterSets: [[UInt8]]
+    /// Every packet comes authenticated from the session's one sender (WebRTC's SRTP): see `RTPIngest`.
+    var authenticatedSources = false
 }
 
 /// What an RTSP client remembers from one session to the next about its server.

@@ -33,6 +33,17 @@ struct LossRecovery {
         }
     }
 
+    /// Whether `sequenceNumber` is one still asked for: only such a retransmission is taken (one of another
+    /// source's numbers, a sender's late answer to a request of before its SSRC changed, is not ours).
+    func isMissing(_ sequenceNumber: UInt16) -> Bool { missing[sequenceNumber] != nil }
+
+    /// A new source: its numbers have nothing to do with the last one's, whose gaps are given up (uncounted: they
+    /// were not lost, the stream ended). The counts not yet taken stay.
+    mutating func restart() {
+        highest = nil
+        missing.removeAll()
+    }
+
     /// The sequence numbers to ask for now; those past hope are dropped and counted.
     mutating func due(now: UInt64) -> [UInt16] {
         var ask: [UInt16] = []

@@ -8,6 +8,7 @@ import NIOHTTP1
 /// session's `Location`; `DELETE` of that location ends the session; `OPTIONS` answers CORS preflights so that a
 /// page of another origin may post; `PATCH` (trickle ICE) is 405: our candidates are all in the answer and the
 /// client's are learnt from its checks. Every request but OPTIONS carries the stream's bearer token (RFC 6750).
+/// Before that, `WHIPGate`: a `Host:` this endpoint serves (else 421), and no wait owed for wrong tokens (else 429).
 ///
 /// HTTP (and TLS) run on a loop of their own: a request, once whole, is answered on the session table's loop (the
 /// media socket's), and the reply is written through the channel. A flood of requests then costs the HTTP thread,
@@ -27,6 +28,9 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     static let firstRequestSeconds: Int64 = 5
 
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let gate: WHIPGate
+    /// Who sent this connection's requests (the address, or the local user on loopback), found on first need.
+    private var party: ConnectionParty?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var oversized = false
@@ -36,7 +40,10 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     /// once it reads again, so that what waits for it is one reply, not one per request it pipelined.
     private var parked: (head: HTTPRequestHead, body: [UInt8], oversized: Bool)?
 
-    init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
+    init(table: NIOLoopBoundBox<WebRTCSessionTable>, gate: WHIPGate) {
+        self.table = table
+        self.gate = gate
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let channel = context.channel
@@ -98,17 +105,27 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     }
 
     private func dispatch(_ request: HTTPRequestHead, body: [UInt8], oversized: Bool, context: ChannelHandlerContext) {
-        let (table, channel, remote) = (self.table, context.channel, context.remoteAddress)
+        let (table, channel, remote, gate) = (self.table, context.channel, context.remoteAddress, self.gate)
+        let now = MonotonicClock.nanoseconds()
+        if let refusal = gate.hostRefusal(request, remote: remote?.description ?? "unknown", now: now) {
+            return Self.write(refusal, for: request, channel: channel)
+        }
+        let party = self.party ?? ConnectionParty.of(remote: channel.remoteAddress, local: channel.localAddress) ?? .loopback
+        self.party = party
+        if request.method != .OPTIONS, let refusal = gate.throttled(party, now: now) {
+            return Self.write(refusal, for: request, channel: channel)
+        }
         if oversized {
             return Self.write(Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n"), for: request, channel: channel)
         }
+        let authorized: @Sendable (HTTPHeaders, WebRTCRoute) -> Bool = { gate.authorize($0, route: $1, party: party, now: MonotonicClock.nanoseconds()) }
         table.eventLoop.execute {
             let tables = table.value
             // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
             // a frame's answer comes later, once encoded off the loop, so those routes write their own replies.
             if request.method == .GET || request.method == .HEAD,
-               SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: Self.authorized) { return }
-            Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote), for: request, channel: channel)
+               SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: authorized) { return }
+            Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote, authorized: authorized), for: request, channel: channel)
         }
     }
 
@@ -125,7 +142,9 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     }
 
     /// On the table's loop.
-    private static func respond(to request: HTTPRequestHead, body: [UInt8], tables: WebRTCSessionTable, remote: SocketAddress?) -> Reply {
+    private static func respond(
+        to request: HTTPRequestHead, body: [UInt8], tables: WebRTCSessionTable, remote: SocketAddress?, authorized: (HTTPHeaders, WebRTCRoute) -> Bool
+    ) -> Reply {
         let path = request.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.uri
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         // "", "whip", STREAM[, SESSION]
@@ -138,7 +157,7 @@ final class WHIPRequestHandler: ChannelInboundHandler {
             tables.metrics.refused(.unknownStream)
             return Reply(.notFound, "no WebRTC stream named '\(printable(parts[2]))'\n")
         }
-        guard authorized(request.headers, route: route) else {
+        guard authorized(request.headers, route) else {
             tables.metrics.refused(.token)
             route.metrics.refused(.token)
             tables.logRefusal(key: "token", now: now, "WHIP request for stream \(route.configuration.name) refused: missing or wrong bearer token (remote \(remote?.description ?? "unknown"))")
@@ -179,13 +198,6 @@ final class WHIPRequestHandler: ChannelInboundHandler {
             // A session that goes quiet is taken over after the hold (a couple of seconds): say when to try again.
             return Reply(status, message + "\n", headers: status == .conflict ? [("Retry-After", "2")] : [])
         }
-    }
-
-    private static func authorized(_ headers: HTTPHeaders, route: WebRTCRoute) -> Bool {
-        let values = headers["Authorization"]
-        guard values.count == 1, let value = values.first, value.utf8.count > 7,
-              value.prefix(7).lowercased() == "bearer " else { return false }
-        return route.settings.token.matches(value.utf8.dropFirst(7))
     }
 
     /// Through the channel (from any thread): the reply is made on the table's loop.

@@ -9,6 +9,9 @@ public struct WebRTCServerConfiguration: Sendable, Equatable {
     public var media: ListenAddress
     /// Addresses put in answers as host candidates instead of `media`'s (NAT, or a wildcard `media` host).
     public var announce: [String] = []
+    /// Host names the WHIP endpoint answers to besides its certificate's, `listen`'s and `localhost` (DNS
+    /// rebinding: any other `Host:` is answered 421).
+    public var serverNames: [String] = []
     /// WebRTC sessions open at once, all streams together (each holds a DTLS association and SRTP contexts).
     public var maximumSessions = 64
     /// HTTPS for the WHIP endpoint and the share page; nil: plain HTTP, on loopback only.

@@ -30,6 +30,10 @@ final class WebRTCMetrics: Sendable {
         case connections
         /// An HTTPS connection whose TLS handshake failed (plain HTTP to the HTTPS port, no common cipher, …).
         case tls = "tls_handshake"
+        /// A `Host:` the endpoint does not serve (DNS rebinding), or none.
+        case host = "unknown_host"
+        /// A party waiting after too many wrong tokens (429).
+        case throttled = "too_many_failures"
     }
 
     let sessionsOpen: Gauge
@@ -43,7 +47,11 @@ final class WebRTCMetrics: Sendable {
     let nacksSent: Counter
     /// Packets asked for by NACK that then arrived.
     let retransmissionsRecovered: Counter
+    /// A sender that took a new SSRC mid-session (a restarted encoder), followed at once.
+    let ssrcChanges: Counter
     let bytesReceived: Counter
+    /// HTTP connections without a whole request closed to make room for another party's (ConnectionPlaces).
+    let connectionsGivenUp: Counter
 
     init(factory: any MetricsFactory) {
         func counter(_ name: String, _ dimensions: [(String, String)] = []) -> Counter {
@@ -57,7 +65,9 @@ final class WebRTCMetrics: Sendable {
         srtpRejected = counter("srtp_rejected_total")
         nacksSent = counter("nacks_sent_total")
         retransmissionsRecovered = counter("retransmissions_recovered_total")
+        ssrcChanges = counter("ssrc_changes_total")
         bytesReceived = counter("received_bytes_total")
+        connectionsGivenUp = counter("connections_given_up_total")
     }
 
     func ended(_ reason: SessionEnd) { ended[reason]?.increment() }

@@ -14,8 +14,10 @@ import ServiceLifecycle
 /// on one event loop, where the session table lives. Streams attach and detach as they start and stop (reloads
 /// included); the server outlives them and closes at shutdown.
 final class WebRTCServer: Service, Sendable {
-    /// HTTP connections at once: WHIP clients post once per session.
-    static let maximumConnections = 32
+    /// HTTP connections at once: WHIP clients post once per session. A connection waiting for its request is
+    /// cheap (a socket and a TLS state, about 100 kB together), and the more places there are, the more addresses
+    /// strangers need to hold each of them (ConnectionPlaces).
+    static let maximumConnections = 128
     /// From one address other than loopback: a browser opens up to 6 to a host.
     static let maximumConnectionsPerAddress = 8
     static let idleSeconds: Int64 = 10
@@ -35,6 +37,8 @@ final class WebRTCServer: Service, Sendable {
     /// The sockets and the timer, once `bind()` has made them.
     private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
     private let connections: ConnectionCap
+    /// Host names served and wrong-token waits, before any request reaches a stream.
+    private let gate: WHIPGate
     /// Each attached stream's source status (waiting, connected from …), for STATUS= lines.
     private let sourceStates = NIOLockedValueBox<[String: String]>([:])
     /// HTTPS's certificate and key when `[webrtc]` has them; replaced by `reloadCertificate()`.
@@ -49,11 +53,12 @@ final class WebRTCServer: Service, Sendable {
         httpLoops = httpGroup
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
-        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress, loopbackReserve: 8,
+        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress, loopbackReserve: 16,
                                     lifetime: .seconds(Self.connectionLifetimeSeconds), endpoint: "WHIP endpoint",
-                                    refusals: metrics.refusedCounter(.connections), logger: logger)
+                                    refusals: metrics.refusedCounter(.connections), evictions: metrics.connectionsGivenUp, logger: logger)
         certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
         tlsFailures = NIOLockedValueBox(RateLimitedLogger(logger: logger))
+        gate = WHIPGate(configuration: configuration, certificate: certificate, metrics: metrics, logger: logger)
         let identity = try DTLSIdentity.generate()
         let states = sourceStates
         table = NIOLoopBoundBox.makeBoxSendingValue(
@@ -93,15 +98,15 @@ final class WebRTCServer: Service, Sendable {
         try? await loop.submit { table.value.detach(stream: stream) }.get()
     }
 
-    /// Binds both sockets and starts the timers; called before any stream starts, so that a port that is taken
-    /// ends the daemon at once, before READY=1.
-    func bind() async throws {
+    /// Binds both sockets, or adopts those socket activation passed (`inherited`, checked first), and starts the
+    /// timers; called before any stream starts, so that a port that is taken ends the daemon at once, before READY=1.
+    func bind(inherited: InheritedWebRTCSockets = InheritedWebRTCSockets()) async throws {
         let media: Channel
         let http: Channel
         do {
-            media = try await bindMedia()
+            media = try await bindMedia(inherited: inherited.media)
             do {
-                http = try await bindHTTP()
+                http = try await bindHTTP(inherited: inherited.http)
             } catch {
                 try? await media.close()
                 throw error
@@ -132,30 +137,52 @@ final class WebRTCServer: Service, Sendable {
         }
     }
 
-    private func bindMedia() async throws -> Channel {
+    /// The options below are set on an inherited socket too (NIO applies them to an adopted one).
+    private func bindMedia(inherited: Int32?) async throws -> Channel {
         let table = self.table
-        // No SO_REUSEADDR: another local user binding the same port would receive the media.
-        let channel = try await DatagramBootstrap(group: loop)
+        // No SO_REUSEADDR (claimUDPPort clears an inherited socket's): another local user binding the same port
+        // would receive the media.
+        let bootstrap = DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
-            .channelOption(.datagramVectorReadMessageCount, value: 16)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
+            // A flood is read 64 datagrams a system call (recvmmsg) and screened where it lies (WebRTCMediaHandler).
+            .channelOption(.datagramVectorReadMessageCount, value: 64)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table))
                 }
             }
-            .bind(host: configuration.media.host, port: configuration.media.port).get()
+        let channel: Channel
+        if let inherited {
+            let name = InheritedWebRTCSockets.mediaName
+            let address = try InheritedSocket.check(inherited, name: name, kind: .udp, expected: configuration.media, key: "media")
+            if try !InheritedSocket.claimUDPPort(inherited, name: name) {
+                logger.warning("WebRTC: /proc/net/udp does not show the inherited socket '\(name)': whether another socket shares its port was not checked")
+            }
+            channel = try await bootstrap.withBoundSocket(inherited).get()
+            logger.notice("WebRTC: media on the inherited socket '\(name)' (\(address), socket activation)")
+        } else {
+            // SO_REUSEPORT: each session's own connected socket binds the same port (ConnectedMediaSockets); the
+            // kernel lets only this user's sockets share it.
+            channel = try await bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
+                .bind(host: configuration.media.host, port: configuration.media.port).get()
+        }
+        let (loop, logger) = (self.loop, self.logger)
         try await loop.submit {
             table.value.send = { bytes, destination in
                 channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
             }
+            guard let local = channel.localAddress else { return }
+            let sockets = ConnectedMediaSockets(loop: loop, local: local, table: table, logger: logger)
+            table.value.peerJoined = { sockets.joined($0) }
+            table.value.peerLeft = { sockets.left($0) }
         }.get()
         return channel
     }
 
-    private func bindHTTP() async throws -> Channel {
+    private func bindHTTP(inherited: Int32?) async throws -> Channel {
         let table = self.table
-        return try await ServerBootstrap(group: httpLoops)
+        let bootstrap = ServerBootstrap(group: httpLoops)
             .serverChannelOption(.backlog, value: 128)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             // Replies a client does not read stop the reading of its requests (BackPressureHandler) at 64 KiB.
@@ -167,10 +194,16 @@ final class WebRTCServer: Service, Sendable {
                     try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionPhaseHandler(cap: connections))
+                    try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table, gate: gate))
                 }
             }
-            .bind(host: configuration.http.host, port: configuration.http.port).get()
+        guard let inherited else { return try await bootstrap.bind(host: configuration.http.host, port: configuration.http.port).get() }
+        let name = InheritedWebRTCSockets.httpName
+        let address = try InheritedSocket.check(inherited, name: name, kind: .tcpListener, expected: configuration.http, key: "listen")
+        let channel = try await bootstrap.withBoundSocket(inherited).get()
+        logger.notice("WebRTC: WHIP listener on the inherited socket '\(name)' (\(address), socket activation)")
+        return channel
     }
 }
 
@@ -198,6 +231,10 @@ final class WebRTCMediaHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        table.value.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress, now: MonotonicClock.nanoseconds())
+        let (table, now) = (self.table.value, MonotonicClock.nanoseconds())
+        // Strangers' datagrams are dropped before they are copied or parsed: a flood costs as little as it can.
+        let dropped = envelope.data.withUnsafeReadableBytes { table.screen($0, from: envelope.remoteAddress, now: now) }
+        guard !dropped else { return }
+        table.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress, now: now)
     }
 }

@@ -40,7 +40,16 @@ final class WebRTCSession {
     /// The receiver's SSRC in our RTCP.
     let localSSRC = UInt32.random(in: 1...UInt32.max)
     private let identity: DTLSIdentity
-    private var askedInitialKeyframe = false
+    /// A PLI went out for the current source's first packets.
+    private var askedSourceKeyframe = false
+    /// The SSRC the sender left at its last change: its late packets are dropped, not followed back to.
+    private var previousSSRC: UInt32?
+    private var lastSourceChange: UInt64?
+    /// A change of SSRC the table has not yet counted and logged.
+    private var sourceChange: (from: UInt32, to: UInt32)?
+    /// After a change, other SSRCs are not followed for this long: a sender juggling SSRCs (each change restarts
+    /// the decode side and asks for a keyframe) gets at most two a second.
+    static let sourceChangeInterval: UInt64 = 500_000_000
     /// Bytes received since the last bandwidth estimate, for REMB.
     private(set) var bytesSinceEstimate = 0
 
@@ -71,6 +80,9 @@ final class WebRTCSession {
     /// A binding request already known to carry this session's username: the response to send, or nil (drop it)
     /// when it fails MESSAGE-INTEGRITY or FINGERPRINT or comes from another address than the first good check.
     func answerConnectivityCheck(_ message: STUNMessage, bytes: [UInt8], from source: SocketAddress, now: UInt64) -> [UInt8]? {
+        // The address first: a second address's checks are dropped without the HMAC (a flood of them cost four times
+        // a rejected datagram).
+        if let remote, source != remote { return nil }
         guard STUNMessage.verifyMessageIntegrity(of: bytes, key: localPassword, hmacSHA1: HMACSHA1.authenticate(key:data:)),
               !message.hasFingerprint || STUNMessage.hasValidFingerprint(bytes) else { return nil }
         if remote == nil {
@@ -157,19 +169,51 @@ final class WebRTCSession {
         guard var header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
         var packet = clear
         if header.payloadType == media.retransmissionPayloadType {
-            // RFC 4588 §4: the original sequence number, then the original payload; sent on the repair SSRC.
-            guard header.payload.count > 2, let ssrc = reception.ssrc else { return .nothing }
-            let original = UInt16(header.payload[header.payload.startIndex]) << 8 | UInt16(header.payload[header.payload.startIndex + 1])
-            header = RTPPacket(marker: header.marker, payloadType: media.payloadType, sequenceNumber: original,
-                               timestamp: header.timestamp, ssrc: ssrc, payload: header.payload.dropFirst(2))
+            guard let original = repaired(header) else { return .nothing }
+            header = original
             packet = Self.serialize(header)
+        } else if header.payloadType == media.payloadType, header.ssrc != reception.ssrc {
+            guard follow(header.ssrc, now: now) else { return .nothing }
         }
         guard header.payloadType == media.payloadType else { return .nothing }
-        if reception.ssrc == nil || header.ssrc == reception.ssrc {
-            reception.record(ssrc: header.ssrc, sequenceNumber: header.sequenceNumber, timestamp: header.timestamp, arrival: now)
-            loss.received(header.sequenceNumber, now: now)
-        }
+        reception.record(ssrc: header.ssrc, sequenceNumber: header.sequenceNumber, timestamp: header.timestamp, arrival: now)
+        loss.received(header.sequenceNumber, now: now)
         return .video(packet)
+    }
+
+    /// The packet an RTX packet repeats (RFC 4588 §4: the original sequence number, then the original payload),
+    /// as the current media SSRC's whatever the repair SSRC (the offer's FID group may be absent, and a restarted
+    /// sender picks a new one); nil unless it answers one of our requests (a padding probe, a late answer about
+    /// the source before).
+    private func repaired(_ rtx: RTPPacket) -> RTPPacket? {
+        guard rtx.payload.count > 2, let ssrc = reception.ssrc else { return nil }
+        let original = UInt16(rtx.payload[rtx.payload.startIndex]) << 8 | UInt16(rtx.payload[rtx.payload.startIndex + 1])
+        guard loss.isMissing(original) else { return nil }
+        return RTPPacket(marker: rtx.marker, payloadType: media.payloadType, sequenceNumber: original,
+                         timestamp: rtx.timestamp, ssrc: ssrc, payload: rtx.payload.dropFirst(2))
+    }
+
+    /// Whether a media packet of another SSRC than the current one starts the sender's new source (an encoder
+    /// restart). SRTP authenticated it, so it is the client's own: followed at once, with loss recovery, reports
+    /// and RTX mapped to it (the statistics start afresh on their own) and a keyframe asked for, since its first
+    /// picture may refer to what it never sent. Not followed: the SSRC just left (late packets), or any within
+    /// `sourceChangeInterval` of the last change.
+    private func follow(_ ssrc: UInt32, now: UInt64) -> Bool {
+        guard let current = reception.ssrc else { return true }  // the first source
+        if ssrc == previousSSRC { return false }
+        if let last = lastSourceChange, now &- last < Self.sourceChangeInterval { return false }
+        previousSSRC = current
+        lastSourceChange = now
+        sourceChange = (current, ssrc)
+        loss.restart()
+        askedSourceKeyframe = false
+        return true
+    }
+
+    /// The SSRC change since the last call, if any: for the table's counter and log.
+    func takeSourceChange() -> (from: UInt32, to: UInt32)? {
+        defer { sourceChange = nil }
+        return sourceChange
     }
 
     /// An RTP packet with a bare 12-byte header (no CSRCs, extension or padding).
@@ -187,7 +231,10 @@ final class WebRTCSession {
     func receiveSRTCP(_ datagram: [UInt8], now: UInt64) -> Bool {
         guard case .connected(_, let receive, _) = state, case .success(let packet) = receive.unprotectRTCP(datagram) else { return false }
         let news = packet.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }
-        if let report = news.senderReport { reception.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now) }
+        // Only the current source's: the one left may still send its last reports.
+        if let report = news.senderReport, report.ssrc == reception.ssrc {
+            reception.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+        }
         return true
     }
 
@@ -227,11 +274,11 @@ final class WebRTCSession {
         return min(max(received * 2, 2_000_000), 50_000_000)
     }
 
-    /// A PLI for the sender's first packets: a session may start mid-GOP (a browser sends a keyframe first, an
-    /// encoder that was running before the connection may not). Once per session, when the SSRC is known.
+    /// A PLI for a source's first packets: a session may start mid-GOP (a browser sends a keyframe first, an
+    /// encoder that was running before the connection may not), and so may a new SSRC. Once per source.
     func initialKeyframeRequest() -> [UInt8]? {
-        guard !askedInitialKeyframe, let ssrc = reception.ssrc else { return nil }
-        askedInitialKeyframe = true
+        guard !askedSourceKeyframe, let ssrc = reception.ssrc else { return nil }
+        askedSourceKeyframe = true
         return protectRTCP(RTCPFeedback.keyframeRequest(.pictureLossIndication, senderSSRC: localSSRC, mediaSSRC: ssrc))
     }
 

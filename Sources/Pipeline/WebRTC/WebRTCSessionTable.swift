@@ -27,7 +27,9 @@ final class WebRTCSessionTable {
     static let consentLifetime: UInt64 = 30_000_000_000
 
     let configuration: WebRTCServerConfiguration
-    let identity: DTLSIdentity
+    /// The certificate offers are answered with, renewed before it expires (DTLSIdentityRenewal).
+    private(set) var identity: DTLSIdentity
+    private var identityRenewal = DTLSIdentityRenewal()
     let metrics: WebRTCMetrics
     private var log: RateLimitedLogger
     private(set) var routes: [String: WebRTCRoute] = [:]
@@ -38,6 +40,10 @@ final class WebRTCSessionTable {
     private var slots: [String: SenderSlot<String>] = [:]
     /// Sends a datagram from the media socket; set once it is bound.
     var send: (([UInt8], SocketAddress) -> Void)?
+    /// A session's address is known (its first authenticated check), or forgotten: the server gives it a socket of
+    /// its own (ConnectedMediaSockets), so that a flood of the shared port cannot crowd its datagrams out.
+    var peerJoined: ((SocketAddress) -> Void)?
+    var peerLeft: ((SocketAddress) -> Void)?
     private var lastReport: UInt64 = 0
 
     /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
@@ -192,6 +198,11 @@ final class WebRTCSessionTable {
                 return log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
             }
             metrics.bytesReceived.increment(by: Int64(datagram.count))
+            if let change = session.takeSourceChange() {
+                metrics.ssrcChanges.increment()
+                log.log(.warning, key: "ssrc-change", now: now,
+                        "WebRTC session \(session.id): the sender changed SSRC from \(change.from) to \(change.to) (an encoder restart?): followed, keyframe asked for")
+            }
             deliver(packet, of: session, now: now)
             if let request = session.initialKeyframeRequest() { send?(request, source) }
             // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
@@ -208,6 +219,45 @@ final class WebRTCSessionTable {
 
     private func session(at source: SocketAddress) -> WebRTCSession? { byAddress[source].flatMap { sessions[$0] } }
 
+    /// The cheapest rejection, before a datagram is copied or parsed (issue 31, item 4: a flood of strangers' STUN
+    /// spoilt the honest session). From an address with no session only a binding request goes on, and only when its
+    /// USERNAME starts with a live session's fragment and that session has no address yet or this one: random
+    /// usernames, and the live username from a second address, are dropped here without MESSAGE-INTEGRITY's HMAC.
+    /// True when dropped (counted and said as `receive` would).
+    func screen(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, now: UInt64) -> Bool {
+        guard byAddress[source] == nil else { return false }
+        switch bytes.first {
+        case .some(0...3):
+            guard let fragment = STUNMessage.bindingRequestLocalFragment(bytes) else {
+                reject(source, "STUN that is no binding request with an ICE username, from an address with no session", now: now)
+                return true
+            }
+            let owner = byUsername.first { key, _ in
+                let local = key.utf8.prefix { $0 != UInt8(ascii: ":") }
+                return local.count == fragment.count && local.elementsEqual(bytes[fragment])
+            }
+            guard let (_, id) = owner, let session = sessions[id] else {
+                reject(source, "STUN with no session's username", now: now)
+                return true
+            }
+            guard session.remote == nil else {
+                reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
+                return true
+            }
+            return false
+        case .some(20...63):
+            reject(source, "DTLS from an address with no session", now: now)
+            return true
+        case .some(128...191):
+            metrics.srtpRejected.increment()
+            log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
+            return true
+        default:
+            reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
+            return true
+        }
+    }
+
     private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
         guard let message = try? STUNMessage.parse(datagram) else { return reject(source, "a malformed STUN message", now: now) }
         // Binding indications are keepalives (RFC 8445 §11): nothing to answer.
@@ -219,7 +269,10 @@ final class WebRTCSessionTable {
         guard let response = session.answerConnectivityCheck(message, bytes: datagram, from: source, now: now) else {
             return reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
         }
-        if byAddress[source] == nil, session.remote == source { byAddress[source] = id }
+        if byAddress[source] == nil, session.remote == source {
+            byAddress[source] = id
+            peerJoined?(source)
+        }
         send?(response, source)
     }
 
@@ -249,7 +302,8 @@ final class WebRTCSessionTable {
             let worker = route.worker
             worker.enqueue(.connected(session.connection, remote: session.remote?.description ?? "unknown"))
             worker.enqueue(.rtpSession(session.connection, RTPSessionMedia(
-                codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [])))
+                codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [],
+                authenticatedSources: true)))
             let remote = session.remote?.description ?? "unknown"
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
             setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType))")
@@ -258,11 +312,26 @@ final class WebRTCSessionTable {
         }
     }
 
+    /// A new DTLS certificate for offers from now on; sessions keep theirs.
+    private func renewIdentity(now: UInt64) {
+        do {
+            identity = try DTLSIdentity.generate()
+            identityRenewal.renewed(now: now)
+            log.logger.notice("WebRTC: DTLS certificate renewed before it expires (sha-256 \(identity.fingerprintText)); sessions keep theirs")
+        } catch {
+            identityRenewal.failed(now: now)
+            log.logger.error("WebRTC: DTLS certificate not renewed, tried again in an hour: \(error)")
+        }
+    }
+
     /// Ends a session: the decode thread hears its sender is gone, its address and username are forgotten.
     func end(_ id: String, _ reason: WebRTCMetrics.SessionEnd, _ detail: String, now: UInt64) {
         guard let session = sessions.removeValue(forKey: id) else { return }
         byUsername[session.expectedUsername] = nil
-        if let remote = session.remote, byAddress[remote] == id { byAddress[remote] = nil }
+        if let remote = session.remote, byAddress[remote] == id {
+            byAddress[remote] = nil
+            peerLeft?(remote)
+        }
         if slots[session.stream]?.release(session.connection, now: now) != nil {
             if let route = routes[session.stream] {
                 if session.isConnected {
@@ -317,6 +386,7 @@ final class WebRTCSessionTable {
         let elapsed = lastReport == 0 ? 1_000_000_000 : now &- lastReport
         lastReport = now
         FrameImages.shared.prune(live: Set(routes.values.map(\.configuration.shmName)))
+        if identityRenewal.isDue(now: now) { renewIdentity(now: now) }
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
             if let reason = expiry(of: session, now: now) {

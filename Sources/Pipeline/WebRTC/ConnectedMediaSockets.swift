@@ -1,0 +1,84 @@
+import Glibc
+import Logging
+import NIOCore
+import NIOPosix
+
+/// A socket of its own for each connected session's address: bound to the ICE port beside the shared socket
+/// (SO_REUSEPORT, which the kernel allows only to the same user) and connected to the client, so that the kernel
+/// hands the client's datagrams to it and not to the shared socket. A flood of the shared port (strangers' STUN at
+/// 190 000 datagrams a second) then fills only the shared socket's buffer; before, it crowded the session's media
+/// out of the one buffer both had (issue 31, item 4). Where the shared socket was not bound with SO_REUSEPORT (an
+/// inherited one), the sessions stay on it, said once. Confined to the media loop.
+final class ConnectedMediaSockets {
+    private enum Peer {
+        case opening
+        case open(Channel)
+        /// Left while its socket was being made: closed once it is.
+        case leftWhileOpening
+    }
+
+    private let loop: EventLoop
+    private let local: SocketAddress
+    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let logger: Logger
+    private var peers: [SocketAddress: Peer] = [:]
+    private var saidUnavailable = false
+
+    init(loop: EventLoop, local: SocketAddress, table: NIOLoopBoundBox<WebRTCSessionTable>, logger: Logger) {
+        self.loop = loop
+        self.local = local
+        self.table = table
+        self.logger = logger
+    }
+
+    func joined(_ peer: SocketAddress) {
+        guard peers[peer] == nil else { return }
+        peers[peer] = .opening
+        let table = self.table
+        let opened = DatagramBootstrap(group: loop)
+            .channelOption(ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
+            .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
+            .channelOption(.datagramVectorReadMessageCount, value: 16)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table)) }
+            }
+            .bind(to: local)
+            .flatMap { channel in channel.connect(to: peer).map { channel }.flatMapErrorThrowing { error in channel.close(promise: nil); throw error } }
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        opened.whenComplete { result in bound.value.opened(peer, result) }
+    }
+
+    func left(_ peer: SocketAddress) {
+        switch peers[peer] {
+        case .opening: peers[peer] = .leftWhileOpening
+        case .open(let channel):
+            peers[peer] = nil
+            channel.close(promise: nil)
+        case .leftWhileOpening, nil: break
+        }
+    }
+
+    /// Every socket closed (the server stops).
+    func closeAll() {
+        for case .open(let channel) in peers.values { channel.close(promise: nil) }
+        peers = [:]
+    }
+
+    private func opened(_ peer: SocketAddress, _ result: Result<Channel, Error>) {
+        switch (peers[peer], result) {
+        case (.opening, .success(let channel)):
+            peers[peer] = .open(channel)
+        case (.leftWhileOpening, .success(let channel)):
+            peers[peer] = nil
+            channel.close(promise: nil)
+        case (_, .failure(let error)):
+            peers[peer] = nil
+            guard !saidUnavailable else { return }
+            saidUnavailable = true
+            logger.notice("WebRTC: sessions share the media socket (no socket of their own: \(error)); a flood of the port can crowd their datagrams out")
+        default:
+            break
+        }
+    }
+}

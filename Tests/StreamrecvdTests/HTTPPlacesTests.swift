@@ -1,0 +1,85 @@
+import Foundation
+import Glibc
+import StreamrecvTestSupport
+import Testing
+
+/// Issue 31, items 1 and 2: strangers holding the WHIP endpoint's places with half handshakes or headers dripped a
+/// byte a second, reconnecting the moment they are cut, from many addresses or as a local user on loopback. An
+/// honest client of another address, or another local user, must still get its requests answered: the places of
+/// connections without a whole request are given up for it (ConnectionPlaces). Before, 0 of 40 got through.
+@Suite(.serialized) struct HTTPPlacesTests {
+    static let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/http-places-attack.py").path
+
+    /// A whip daemon with HTTPS on every address (the attack needs TLS and other hosts).
+    static func daemon(_ label: String, metricsPort: Int) throws -> (DaemonProcess, whipPort: Int) {
+        let folder = try TestEnvironment.temporaryDirectory()
+        let (certificate, key) = try TestCertificate.make(in: folder, commonName: "localhost")
+        let tokenPath = folder.appendingPathComponent("whip.token").path
+        try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
+        chmod(tokenPath, 0o600)
+        let (whipPort, mediaPort) = (freePort(), freePort())
+        let tables = "[webrtc]\nlisten = \"0.0.0.0:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"\n"
+            + "certificate = \"\(certificate)\"\nkey = \"\(key)\""
+        let daemon = try DaemonProcess(label: label, settings: ["token_file": "\"\(tokenPath)\""],
+                                       daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], transport: "whip", tables: tables)
+        return (daemon, whipPort)
+    }
+
+    /// Runs the attack in the background, the honest clients after it has taken the places, and returns every
+    /// line they printed.
+    static func underAttack(attack: String, honest: [String]) throws -> [String] {
+        let line = "\(attack) & sleep 4; " + honest.map { "\($0) &" }.joined(separator: " ") + " wait"
+        let result = try runProcess("/bin/bash", ["-c", line])
+        return result.text.split(separator: "\n").map(String.init) + result.standardError.split(separator: "\n").map(String.init)
+    }
+
+    static func answered(_ lines: [String], _ index: Int, honestCount: Int) -> Int {
+        let oks = lines.filter { $0.hasPrefix("ok ") }
+        guard oks.count == honestCount else { return -1 }
+        return Int(oks[index].split(separator: " ")[1]) ?? -1
+    }
+
+    static func givenUp(metricsPort: Int) throws -> String {
+        try httpGet(port: metricsPort, path: "/metrics").body.split(separator: "\n")
+            .first { $0.hasPrefix("streamrecvd_webrtc_connections_given_up_total") }.map(String.init) ?? "none"
+    }
+
+    /// 16 hosts × 8 connections (every place for other machines) of half ClientHellos, then of headers dripped
+    /// over TLS: the 17th host gets ≥ 36 of its 40 requests answered each time.
+    @Test(arguments: ["half", "drip"]) func strangersOnOtherHostsCannotLockAnotherHostOut(mode: String) throws {
+        let network = try TestNetwork(hosts: 17)
+        let metricsPort = freePort()
+        let (daemon, whipPort) = try Self.daemon("places\(mode)", metricsPort: metricsPort)
+        let attackers = network.hostAddresses.prefix(16).joined(separator: ",")
+        let attack = network.command(["/usr/bin/python3", Self.script, "attack", network.localAddress, String(whipPort),
+                                      "--mode", mode, "--sources", attackers, "--per", "8", "--seconds", "16"])
+        let honest = network.command(["/usr/bin/python3", Self.script, "honest", network.localAddress, String(whipPort),
+                                      "--source", network.hostAddresses[16]])
+        let lines = try Self.underAttack(attack: attack, honest: [honest])
+        let ok = Self.answered(lines, 0, honestCount: 1)
+        print("HTTPPlacesTests \(mode): honest host \(ok) of 40; \(lines.joined(separator: "; ")); \(try Self.givenUp(metricsPort: metricsPort))")
+        #expect(ok >= 36, "\(lines)\n\(daemon.log.suffix(3000))")
+        #expect(daemon.isRunning)
+    }
+
+    /// A local user (a throwaway account) holds every place from 127.0.0.1 with dripped headers, 160 connections:
+    /// root's client on loopback and a client on another host each get ≥ 36 of 40 answered. On loopback the
+    /// parties are local users (the kernel says whose socket the client's is).
+    @Test func aLocalUserCannotLockOutOtherUsersOrOtherHosts() throws {
+        let user = try ThrowawayUser()
+        let network = try TestNetwork(hosts: 1)
+        let metricsPort = freePort()
+        let (daemon, whipPort) = try Self.daemon("placeslocal", metricsPort: metricsPort)
+        let attack = (["setpriv"] + user.command("/usr/bin/python3", [Self.script, "attack", "127.0.0.1", String(whipPort),
+                                                                      "--mode", "drip", "--per", "160", "--seconds", "16"]))
+            .map(shellQuoted).joined(separator: " ")
+        let local = ["/usr/bin/python3", Self.script, "honest", "127.0.0.1", String(whipPort)].map(shellQuoted).joined(separator: " ")
+        let remote = network.command(["/usr/bin/python3", Self.script, "honest", network.localAddress, String(whipPort),
+                                      "--source", network.hostAddresses[0]])
+        let lines = try Self.underAttack(attack: attack, honest: [local, remote])
+        let oks = lines.filter { $0.hasPrefix("ok ") }
+        print("HTTPPlacesTests local user: \(lines.joined(separator: "; ")); \(try Self.givenUp(metricsPort: metricsPort))")
+        #expect(oks.count == 2 && oks.allSatisfy { (Int($0.split(separator: " ")[1]) ?? 0) >= 36 }, "\(lines)\n\(daemon.log.suffix(3000))")
+        #expect(daemon.isRunning)
+    }
+}
