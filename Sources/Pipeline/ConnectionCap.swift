@@ -28,13 +28,14 @@ final class ConnectionCap: Sendable {
         var log: RateLimitedLogger
     }
 
-    init(maximum: Int, perAddress: Int, loopbackReserve: Int, lifetime: TimeAmount, endpoint: String,
+    init(maximum: Int, perAddress: Int, loopbackReserve: Int, perNetwork: Int? = nil, lifetime: TimeAmount, endpoint: String,
          refusals: CoreMetrics.Counter, evictions: CoreMetrics.Counter? = nil, logger: Logger) {
         self.lifetime = lifetime
         self.endpoint = endpoint
         self.refusals = refusals
         self.evictions = evictions
-        state = NIOLockedValueBox(State(places: ConnectionPlaces(maximum: maximum, perAddress: perAddress, loopbackReserve: loopbackReserve),
+        state = NIOLockedValueBox(State(places: ConnectionPlaces(maximum: maximum, perAddress: perAddress, loopbackReserve: loopbackReserve,
+                                                                         perNetwork: perNetwork),
                                         log: RateLimitedLogger(logger: logger)))
     }
 
@@ -62,6 +63,7 @@ final class ConnectionCap: Sendable {
                 case .full: "\(maximum) connections open, every one busy or of a party holding no more than this one"
                 case .remoteFull: "\(maximum - state.places.loopbackReserve) connections open from other machines (the rest kept for loopback)"
                 case .partyFull: "\(perAddress) connections open from \(party)"
+                case .networkFull: "\(state.places.perNetwork) connections open from the network of \(party)"
                 }
                 state.log.log(.warning, key: "\(endpoint)-\(refusal)", now: now, "\(endpoint): \(why); closing a new one (remote \(remote))")
                 return (admission, nil)
@@ -88,6 +90,13 @@ final class ConnectionCap: Sendable {
         return true
     }
 
+    /// Whom `channel` was admitted for (learnt at accept, while the client's socket surely exists); nil when it
+    /// holds no place.
+    func party(of channel: Channel) -> ConnectionParty? {
+        let id = ObjectIdentifier(channel)
+        return state.withLockedValue { state in state.channels[id] === channel ? state.places.places[id]?.party : nil }
+    }
+
     /// A whole request arrived on `channel`: it is being served, and keeps its place until its reply is out.
     func serving(_ channel: Channel) {
         let id = ObjectIdentifier(channel)
@@ -97,7 +106,7 @@ final class ConnectionCap: Sendable {
         }
     }
 
-    /// `channel`'s reply went out: until its next whole request it is among the cheapest to give up.
+    /// `channel`'s reply is made: until its next whole request it is among the cheapest to give up.
     func awaitingRequest(_ channel: Channel) {
         let (id, now) = (ObjectIdentifier(channel), MonotonicClock.nanoseconds())
         state.withLockedValue { state in
@@ -119,16 +128,17 @@ final class ConnectionPhaseHandler: ChannelDuplexHandler {
 
     init(cap: ConnectionCap) { self.cap = cap }
 
+    /// A request that arrives while the client leaves earlier replies unread waits for it, not for us: its
+    /// connection stays among the cheapest to give up.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) { cap.serving(context.channel) }
+        if case .end = unwrapInboundIn(data), context.channel.isWritable { cap.serving(context.channel) }
         context.fireChannelRead(data)
     }
 
+    /// At the reply's end, not once it is sent: a client that does not read its replies is not being served, and
+    /// must not keep a place that way.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
-        let (cap, channel) = (self.cap, context.channel)
-        let written = promise ?? context.eventLoop.makePromise()
-        written.futureResult.whenSuccess { cap.awaitingRequest(channel) }
-        context.write(data, promise: written)
+        if case .end = unwrapOutboundIn(data) { cap.awaitingRequest(context.channel) }
+        context.write(data, promise: promise)
     }
 }

@@ -3,9 +3,9 @@ import Glibc
 import NIOCore
 
 /// Who holds an HTTP endpoint's connection, for fair shares of its places: another machine by its address (IPv4
-/// whole, IPv6 by its /64: a host has all of it), or, on loopback where every client is 127.0.0.1, the local user
-/// that owns the client's socket (the kernel says, through sock_diag). A loopback connection whose owner cannot be
-/// learnt (netlink not allowed) counts as one party of its own.
+/// whole, IPv6 by its /64: a host has all of it), or, for this machine's own clients (on loopback, where every
+/// client is 127.0.0.1, or on one of its addresses), the local user that owns the client's socket (the kernel says,
+/// through sock_diag). A loopback connection whose owner cannot be learnt (netlink not allowed) counts as one party.
 enum ConnectionParty: Hashable, Sendable, CustomStringConvertible {
     case remote([UInt8])
     case localUser(UInt32)
@@ -14,6 +14,13 @@ enum ConnectionParty: Hashable, Sendable, CustomStringConvertible {
     var isRemote: Bool {
         if case .remote = self { return true }
         return false
+    }
+
+    /// The network a remote party is part of, which holds a share of its own: an IPv4 /24, an IPv6 /48 (a site's
+    /// allocation: one customer holds 256 or 65 536 /64s, each a party); nil for local parties.
+    var network: [UInt8]? {
+        guard case .remote(let prefix) = self else { return nil }
+        return Array(prefix.prefix(prefix.count == 4 ? 3 : 6))
     }
 
     var description: String {
@@ -31,10 +38,12 @@ enum ConnectionParty: Hashable, Sendable, CustomStringConvertible {
     static func of(remote: SocketAddress?, local: SocketAddress?) -> ConnectionParty? {
         guard let remote, let bytes = remote.ipAddressBytes else { return nil }
         let address = BindAddress(bytes: bytes).unmapped
-        guard address.isLoopback else { return .remote(Array(address.bytes.prefix(8))) }
-        guard let port = remote.port, let local, let localBytes = local.ipAddressBytes, let localPort = local.port,
-              let uid = loopbackOwner(peer: address.bytes, peerPort: port, local: BindAddress(bytes: localBytes).unmapped.bytes,
-                                      localPort: localPort) else { return .loopback }
+        let localAddress = local?.ipAddressBytes.map { BindAddress(bytes: $0).unmapped }
+        // This machine's own clients: on loopback, or on one of its addresses (then both ends have it).
+        guard address.isLoopback || address == localAddress else { return .remote(Array(address.bytes.prefix(8))) }
+        guard let port = remote.port, let localAddress, let localPort = local?.port,
+              let uid = loopbackOwner(peer: address.bytes, peerPort: port, local: localAddress.bytes, localPort: localPort)
+        else { return address.isLoopback ? .loopback : .remote(Array(address.bytes.prefix(8))) }
         return .localUser(uid)
     }
 

@@ -79,4 +79,19 @@ import Testing
         #expect(places.remove(id) != nil && places.remove(id) == nil)
         #expect(places.count == 0 && places.remoteCount == 0 && places.holdings.isEmpty)
     }
+
+    /// The red team's 120 addresses of one /24, or 120 /64s of one /48, one place each: a network holds its share.
+    @Test func oneNetworkHoldsAtMostItsShare() {
+        var places = ConnectionPlaces(maximum: 10, perAddress: 2, loopbackReserve: 0, perNetwork: 3)
+        var keys: [ObjectIdentifier: Key] = [:]
+        let admitted = (1...3).map { Self.admit(&places, Self.remote($0), keys: &keys).1 }
+        #expect(admitted.allSatisfy { $0 == .admitted(evicting: nil) })
+        #expect(Self.admit(&places, Self.remote(4), keys: &keys).1 == .refused(.networkFull))
+        #expect(Self.admit(&places, .remote([192, 0, 3, 1]), keys: &keys).1 == .admitted(evicting: nil), "another /24")
+        let site: [UInt8] = [0x20, 0x01, 0x0d, 0xb8, 0, 1]
+        for subnet in 0..<3 as Range<UInt8> { _ = Self.admit(&places, .remote(site + [0, subnet]), keys: &keys) }
+        #expect(Self.admit(&places, .remote(site + [0, 9]), keys: &keys).1 == .refused(.networkFull), "a fourth /64 of the same /48")
+        #expect(Self.admit(&places, .remote([0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0]), keys: &keys).1 == .admitted(evicting: nil))
+        #expect(Self.admit(&places, .localUser(5), keys: &keys).1 == .admitted(evicting: nil), "local users have no network")
+    }
 }

@@ -18,10 +18,10 @@ public func fuzzSTUN(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     _ = (message.username, message.priority, message.useCandidate, message.iceControlling, message.iceControlled)
     // The screening before parsing never drops a binding request that parses with an ICE username.
-    if message.method == STUNMessage.binding, message.messageClass == .request, let username = message.username,
-       let colon = username.firstIndex(of: ":"), input.count == STUNMessage.headerSize + Int(input[2]) << 8 | Int(input[3]) {
+    if message.method == STUNMessage.binding, message.messageClass == .request, let username = message.username.map({ Array($0.utf8) }),
+       let colon = username.firstIndex(of: UInt8(ascii: ":")) {
         let fragment = STUNMessage.bindingRequestLocalFragment(input)
-        precondition(fragment.map { Array(input[$0]) } == Array(username[..<colon].utf8), "the screening dropped a request that parses")
+        precondition(fragment.map { Array(input[$0]) } == Array(username[..<colon]), "the screening dropped a request that parses")
     }
     _ = (message.hasMessageIntegrity, message.hasFingerprint, message.errorCode?.reason, message.xorMappedAddress)
     let reparsed = try? STUNMessage.parse(message.serialized())

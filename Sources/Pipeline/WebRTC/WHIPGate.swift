@@ -2,6 +2,7 @@ import Decoding
 import Logging
 import MediaSecurity
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOHTTP1
 
 /// What every request to the WHIP endpoint passes before it reaches a stream: its `Host:` must be a name the
@@ -12,12 +13,16 @@ final class WHIPGate: Sendable {
     /// The HTTPS certificate in use (WebRTCServer replaces it on reload): its names are served too.
     private let certificate: NIOLockedValueBox<TLSServerCertificate?>
     private let failures = NIOLockedValueBox(AuthenticationFailures())
+    /// Whom each connection was admitted for.
+    private let connections: ConnectionCap
     private let metrics: WebRTCMetrics
     private let log: NIOLockedValueBox<RateLimitedLogger>
 
-    init(configuration: WebRTCServerConfiguration, certificate: NIOLockedValueBox<TLSServerCertificate?>, metrics: WebRTCMetrics, logger: Logger) {
+    init(configuration: WebRTCServerConfiguration, certificate: NIOLockedValueBox<TLSServerCertificate?>, connections: ConnectionCap,
+         metrics: WebRTCMetrics, logger: Logger) {
         hosts = ServedHostNames(configuration: configuration)
         self.certificate = certificate
+        self.connections = connections
         self.metrics = metrics
         log = NIOLockedValueBox(RateLimitedLogger(logger: logger))
     }
@@ -35,6 +40,12 @@ final class WHIPGate: Sendable {
         }
         guard values.count == 1 else { return .init(.badRequest, "one Host header is needed\n") }
         return .init(.misdirectedRequest, "this endpoint does not serve that host name\n")
+    }
+
+    /// Who sends on `channel`: as the cap admitted it (at accept: a client that has closed since is still its
+    /// user's), else asked now.
+    func party(of channel: Channel) -> ConnectionParty {
+        connections.party(of: channel) ?? ConnectionParty.of(remote: channel.remoteAddress, local: channel.localAddress) ?? .loopback
     }
 
     /// The 429 for a party that must still wait after wrong tokens; nil when it may try.

@@ -110,7 +110,7 @@ final class WHIPRequestHandler: ChannelInboundHandler {
         if let refusal = gate.hostRefusal(request, remote: remote?.description ?? "unknown", now: now) {
             return Self.write(refusal, for: request, channel: channel)
         }
-        let party = self.party ?? ConnectionParty.of(remote: channel.remoteAddress, local: channel.localAddress) ?? .loopback
+        let party = self.party ?? gate.party(of: channel)
         self.party = party
         if request.method != .OPTIONS, let refusal = gate.throttled(party, now: now) {
             return Self.write(refusal, for: request, channel: channel)

@@ -16,8 +16,10 @@ import ServiceLifecycle
 final class WebRTCServer: Service, Sendable {
     /// HTTP connections at once: WHIP clients post once per session. A connection waiting for its request is
     /// cheap (a socket and a TLS state, about 100 kB together), and the more places there are, the more addresses
-    /// strangers need to hold each of them (ConnectionPlaces).
-    static let maximumConnections = 128
+    /// and networks strangers need to hold each of them (ConnectionPlaces).
+    static let maximumConnections = 256
+    /// From one network (an IPv4 /24, an IPv6 /48): strangers need 7 networks to hold the places of other machines.
+    static let maximumConnectionsPerNetwork = 32
     /// From one address other than loopback: a browser opens up to 6 to a host.
     static let maximumConnectionsPerAddress = 8
     static let idleSeconds: Int64 = 10
@@ -53,12 +55,12 @@ final class WebRTCServer: Service, Sendable {
         httpLoops = httpGroup
         self.logger = logger
         metrics = WebRTCMetrics(factory: metricsFactory)
-        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress, loopbackReserve: 16,
-                                    lifetime: .seconds(Self.connectionLifetimeSeconds), endpoint: "WHIP endpoint",
+        connections = ConnectionCap(maximum: Self.maximumConnections, perAddress: Self.maximumConnectionsPerAddress, loopbackReserve: 32,
+                                    perNetwork: Self.maximumConnectionsPerNetwork, lifetime: .seconds(Self.connectionLifetimeSeconds), endpoint: "WHIP endpoint",
                                     refusals: metrics.refusedCounter(.connections), evictions: metrics.connectionsGivenUp, logger: logger)
         certificate = NIOLockedValueBox(try configuration.tls.map { try TLSServerCertificate(certificatePath: $0.certificate, keyPath: $0.key) })
         tlsFailures = NIOLockedValueBox(RateLimitedLogger(logger: logger))
-        gate = WHIPGate(configuration: configuration, certificate: certificate, metrics: metrics, logger: logger)
+        gate = WHIPGate(configuration: configuration, certificate: certificate, connections: connections, metrics: metrics, logger: logger)
         let identity = try DTLSIdentity.generate()
         let states = sourceStates
         table = NIOLoopBoundBox.makeBoxSendingValue(
