@@ -60,12 +60,12 @@ final class ConnectionCap: Sendable {
             case .refused(let refusal):
                 let (maximum, perAddress) = (state.places.maximum, state.places.perAddress)
                 let why = switch refusal {
-                case .full: "\(maximum) connections open, every one busy or of a party holding no more than this one"
+                case .full: "\(maximum) connections open, none that may be given up for this one"
                 case .remoteFull: "\(maximum - state.places.loopbackReserve) connections open from other machines (the rest kept for loopback)"
                 case .partyFull: "\(perAddress) connections open from \(party)"
                 case .networkFull: "\(state.places.perNetwork) connections open from the network of \(party)"
                 }
-                state.log.log(.warning, key: "\(endpoint)-\(refusal)", now: now, "\(endpoint): \(why); closing a new one (remote \(remote))")
+                state.log.log(.warning, key: "\(endpoint)-\(refusal)", now: now, "\(endpoint): \(why); closing new ones (remote \(remote))")
                 return (admission, nil)
             }
         }
