@@ -39,15 +39,16 @@ enum ConnectionParty: Hashable, Sendable, CustomStringConvertible {
         guard let remote, let bytes = remote.ipAddressBytes else { return nil }
         let address = BindAddress(bytes: bytes).unmapped
         let localAddress = local?.ipAddressBytes.map { BindAddress(bytes: $0).unmapped }
-        // This machine's own clients: on loopback, or on one of its addresses (then both ends have it).
-        guard address.isLoopback || address == localAddress else { return .remote(Array(address.bytes.prefix(8))) }
-        guard let port = remote.port, let localAddress, let localPort = local?.port,
-              let uid = loopbackOwner(peer: address.bytes, peerPort: port, local: localAddress.bytes, localPort: localPort)
-        else { return address.isLoopback ? .loopback : .remote(Array(address.bytes.prefix(8))) }
-        return .localUser(uid)
+        // This machine's own clients, on loopback or on any of its addresses: the kernel knows the client's socket
+        // (one syscall; another machine's is not found).
+        if let port = remote.port, let localAddress, let localPort = local?.port,
+           let uid = loopbackOwner(peer: address.bytes, peerPort: port, local: localAddress.bytes, localPort: localPort) {
+            return .localUser(uid)
+        }
+        return address.isLoopback ? .loopback : .remote(Array(address.bytes.prefix(8)))
     }
 
-    /// The uid of the client's socket of a loopback connection, or nil when the kernel does not say.
+    /// The uid of the client's socket of a connection from this machine, or nil when the kernel does not say.
     private static func loopbackOwner(peer: [UInt8], peerPort: Int, local: [UInt8], localPort: Int) -> UInt32? {
         guard peer.count == local.count, peer.count == 4 || peer.count == 16 else { return nil }
         var uid: UInt32 = 0

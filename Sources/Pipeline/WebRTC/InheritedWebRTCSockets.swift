@@ -73,28 +73,30 @@ enum InheritedSocket {
         return getsockopt(descriptor, SOL_SOCKET, name, &value, &length) == 0 ? value : nil
     }
 
-    /// The address and port the socket is bound to, nil for one that is not an IP socket.
+    /// inet_ntop's text, up to its terminating zero.
+    private static func printed(_ text: [CChar]) -> String {
+        String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The address and port the socket is bound to, nil for one that is not an IP socket. Read from the raw
+    /// sockaddr bytes (family, then the port in network order at 2, the IPv4 address at 4 or the IPv6 one at 8):
+    /// the sockaddr structs' members come into this module through other modules' headers.
     private static func boundAddress(_ descriptor: Int32) -> (address: BindAddress, port: Int, text: String)? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let named = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        var raw = [UInt8](repeating: 0, count: 128)
+        var length = socklen_t(raw.count)
+        let named = raw.withUnsafeMutableBytes { getsockname(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }
+        guard named == 0, length >= 8 else { return nil }
+        let family = raw.withUnsafeBytes { Int32($0.load(as: sa_family_t.self)) }
+        let port = Int(raw[2]) << 8 | Int(raw[3])
+        let bytes: [UInt8]
+        switch family {
+        case AF_INET: bytes = Array(raw[4..<8])
+        case AF_INET6 where length >= 24: bytes = Array(raw[8..<24])
+        default: return nil
         }
-        guard named == 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        switch Int32(storage.ss_family) {
-        case AF_INET:
-            var address = withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in.self) }
-            inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count))
-            let port = Int(UInt16(bigEndian: address.sin_port))
-            return (BindAddress(bytes: withUnsafeBytes(of: &address.sin_addr) { Array($0) }), port, "\(String(cString: text)):\(port)")
-        case AF_INET6:
-            var address = withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in6.self) }
-            inet_ntop(AF_INET6, &address.sin6_addr, &text, socklen_t(text.count))
-            let port = Int(UInt16(bigEndian: address.sin6_port))
-            return (BindAddress(bytes: withUnsafeBytes(of: &address.sin6_addr) { Array($0) }), port, "[\(String(cString: text))]:\(port)")
-        default:
-            return nil
-        }
+        _ = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) }
+        let printed = printed(text)
+        return (BindAddress(bytes: bytes), port, family == AF_INET ? "\(printed):\(port)" : "[\(printed)]:\(port)")
     }
 }

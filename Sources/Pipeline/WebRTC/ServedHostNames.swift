@@ -1,5 +1,3 @@
-import Glibc
-
 /// The names the WHIP endpoint answers to, against DNS rebinding: a page of another origin whose name an attacker
 /// makes resolve to this machine would otherwise read the share page and the stream list with the browser's
 /// `Host:` naming the attacker's domain. Accepted: an IP literal (a rebound name is never one), `localhost`, a name
@@ -42,11 +40,7 @@ struct ServedHostNames: Sendable, Equatable {
         return certificateCovers(host)
     }
 
-    static func isAddressLiteral(_ host: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
-    }
+    static func isAddressLiteral(_ host: String) -> Bool { BindAddress.resolveNumeric(host) != nil }
 
     private static func isPort(_ text: Substring) -> Bool {
         !text.isEmpty && text.count <= 5 && text.utf8.allSatisfy { (0x30...0x39).contains($0) }
