@@ -61,4 +61,25 @@ import Testing
         #expect(daemon.log.contains("wrong bearer tokens from local user \(user.uid) again"), "\(daemon.log.suffix(2000))")
         #expect(!daemon.log.contains("guess-0"), "a presented token never reaches the log")
     }
+
+    /// Issue 31, item 7: H.264 offered only as payload type 72 was answered 201, and then every packet was taken for
+    /// RTCP (type 200) under rtcp-mux: 0 of 181 frames. Now a 415 that says why; 96 is still answered.
+    @Test func anOfferWhoseVideoRTCPWouldShadowIsRefusedWithTheReason() throws {
+        let (daemon, whipPort, _) = try WebRTCIngestTests.daemon("pt72")
+        func offer(_ type: Int) -> String {
+            """
+            v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\n\
+            m=video 9 UDP/TLS/RTP/SAVPF \(type)\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=sendonly\r\na=rtcp-mux\r\n\
+            a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\na=setup:actpass\r\n\
+            a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r\n\
+            a=rtpmap:\(type) H264/90000\r\na=fmtp:\(type) packetization-mode=1\r\n
+            """
+        }
+        let headers = ["Content-Type": "application/sdp", "Authorization": "Bearer \(WebRTCIngestTests.token)"]
+        let refused = try httpRequest(port: whipPort, method: "POST", path: "/whip/\(daemon.name)", headers: headers, body: offer(72))
+        #expect(refused.status == 415 && refused.body.contains("RFC 5761"), "\(refused.status) \(refused.body)")
+        let answered = try httpRequest(port: whipPort, method: "POST", path: "/whip/\(daemon.name)", headers: headers, body: offer(96))
+        #expect(answered.status == 201 && answered.body.contains("a=rtpmap:96 H264/90000"), "\(answered.status) \(answered.body)")
+        #expect(daemon.isRunning)
+    }
 }
