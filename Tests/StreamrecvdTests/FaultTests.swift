@@ -93,6 +93,10 @@ func settledDescriptors(_ daemon: DaemonProcess, pid: pid_t) -> Int {
         let daemon = try DaemonProcess(label: "noroom", settings: ["max_width": "1920", "max_height": "1080"], start: false)
         try daemon.start(limit: "--fsize=1048576")
         try Sender(port: daemon.port).sendPaced(try generated("h264", size: "1280x720", frames: 10), pauseMicroseconds: 10_000)
+        // The second sender once the first is gone (a state, not a moment): under a loaded machine's full suite the
+        // daemon had not yet seen the first close within the 0.5 s a newcomer waits, and refused the second.
+        let gone = Date().addingTimeInterval(20)
+        while !daemon.log.contains("sender disconnected") && Date() < gone { usleep(20_000) }
         try Sender(port: daemon.port).sendPaced(try generated("h264", size: "160x96", frames: 10), pauseMicroseconds: 10_000)
         let deadline = Date().addingTimeInterval(20)
         while (try? FrameRingReader(shmName: daemon.shmName))?.status.counters.framesPublished ?? 0 < 10 && Date() < deadline { usleep(20_000) }

@@ -7,7 +7,8 @@ import Testing
 /// second between them) spoilt the honest session: 61–99 of 305 frames corrupt with random usernames, only
 /// 118–165 of ~330 published with the live session's username and a wrong key. The flood is now screened before it
 /// is copied or parsed (WebRTCSessionTable.screen), read 64 datagrams a system call, and a second address's checks
-/// are dropped before their HMAC. The honest webrtcbin session must keep ≥ 90 % of its frames, ≤ 2 % not FFmpeg's.
+/// are dropped before their HMAC, and each session has a socket of its own. The honest webrtcbin session (150 frames)
+/// must keep ≥ 90 % of its frames, ≤ 2 % not FFmpeg's.
 @Suite(.serialized) struct WebRTCFloodTests {
     static let flood = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/stun-flood.py").path
     static let client = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path
@@ -17,11 +18,13 @@ import Testing
         let (daemon, whipPort, mediaPort) = try WebRTCIngestTests.daemon("flood\(mode)", metricsPort: metricsPort)
         let directory = daemon.directory
         let (record, clientLog) = (directory.appendingPathComponent("sent.h264").path, directory.appendingPathComponent("client.log").path)
-        let frames = 300
-        let cat = try CatProcess(stream: daemon.name, frames: frames, timeout: 25, directory: directory)
+        // 5 s of video under 7 s of flood: long enough to cover the session, short enough not to starve the tests
+        // that run beside this one on a 2-core machine.
+        let frames = 150
+        let cat = try CatProcess(stream: daemon.name, frames: frames, timeout: 20, directory: directory)
         let clientCommand = ["/usr/bin/python3", Self.client, "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", "--token", WebRTCIngestTests.token,
                              "--record", record, "--frames", String(frames), "--verbose"]
-        let floodCommand = ["/usr/bin/python3", Self.flood, mode, "127.0.0.1", String(mediaPort), "--watch", clientLog, "--seconds", "13"]
+        let floodCommand = ["/usr/bin/python3", Self.flood, mode, "127.0.0.1", String(mediaPort), "--watch", clientLog, "--seconds", "7"]
         let line = floodCommand.map(shellQuoted).joined(separator: " ") + " & "
             + clientCommand.map(shellQuoted).joined(separator: " ") + " 2> " + shellQuoted(clientLog) + "; wait"
         let result = try runProcess("/bin/bash", ["-c", line])
@@ -35,7 +38,7 @@ import Testing
               + result.text.replacingOccurrences(of: "\n", with: "; "))
         #expect(result.text.contains("sent \(frames) frames"), "\(result.text)\n\((try? String(contentsOfFile: clientLog, encoding: .utf8))?.suffix(2000) ?? "")")
         #expect(result.text.contains("flood \(mode):"), "\(result.text)")
-        #expect(rejected > 100_000, "the flood must have reached the daemon")
+        #expect(rejected > 50_000, "the flood must have reached the daemon")
         #expect(ours.count >= frames * 9 / 10, "cat: \(status) \(errors)\n\(daemon.log.suffix(3000))")
         #expect(wrong <= frames / 50, "\(daemon.log.suffix(3000))")
         #expect(daemon.isRunning)
