@@ -12,17 +12,20 @@ import Testing
 
     /// A whip daemon with HTTPS on every address (the attack needs TLS and other hosts).
     static func daemon(_ label: String, metricsPort: Int) throws -> (DaemonProcess, whipPort: Int) {
-        let folder = try TestEnvironment.temporaryDirectory()
-        let (certificate, key) = try TestCertificate.make(in: folder, commonName: "localhost")
-        let tokenPath = folder.appendingPathComponent("whip.token").path
-        try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
-        chmod(tokenPath, 0o600)
-        let (whipPort, mediaPort) = (freePort(), freePort())
-        let tables = "[webrtc]\nlisten = \"0.0.0.0:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"\n"
-            + "certificate = \"\(certificate)\"\nkey = \"\(key)\""
-        let daemon = try DaemonProcess(label: label, settings: ["token_file": "\"\(tokenPath)\""],
-                                       daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], transport: "whip", tables: tables)
+        let (daemon, whipPort, _) = try WHIPOverHTTPSTests.daemon(label, metricsPort: metricsPort, listenHost: "0.0.0.0")
         return (daemon, whipPort)
+    }
+
+    /// Strangers on `network` attack from `sources` with `per` connections each in `mode`; the honest client on
+    /// `honestSource` then makes its 40 requests. Its answered count (-1 when it printed none) and every line.
+    static func honestShare(_ network: TestNetwork, whipPort: Int, sources: [String], per: Int, mode: String,
+                            seconds: Int, honestSource: String) throws -> (ok: Int, lines: [String]) {
+        let attack = network.command(["/usr/bin/python3", script, "attack", network.localAddress, String(whipPort),
+                                      "--mode", mode, "--sources", sources.joined(separator: ","), "--per", String(per),
+                                      "--seconds", String(seconds)])
+        let honest = network.command(["/usr/bin/python3", script, "honest", network.localAddress, String(whipPort), "--source", honestSource])
+        let lines = try underAttack(attack: attack, honest: [honest])
+        return (answered(lines, 0, honestCount: 1), lines)
     }
 
     /// Runs the attack in the background, the honest clients after it has taken the places, and returns every
@@ -51,13 +54,8 @@ import Testing
         let network = try TestNetwork(hosts: 16, networks: 9)
         let metricsPort = freePort()
         let (daemon, whipPort) = try Self.daemon("places\(mode)", metricsPort: metricsPort)
-        let attackers = network.networks.dropLast().flatMap { $0 }.joined(separator: ",")
-        let attack = network.command(["/usr/bin/python3", Self.script, "attack", network.localAddress, String(whipPort),
-                                      "--mode", mode, "--sources", attackers, "--per", "2", "--seconds", "16"])
-        let honest = network.command(["/usr/bin/python3", Self.script, "honest", network.localAddress, String(whipPort),
-                                      "--source", network.networks[8][0]])
-        let lines = try Self.underAttack(attack: attack, honest: [honest])
-        let ok = Self.answered(lines, 0, honestCount: 1)
+        let (ok, lines) = try Self.honestShare(network, whipPort: whipPort, sources: network.networks.dropLast().flatMap { $0 }, per: 2,
+                                               mode: mode, seconds: 16, honestSource: network.networks[8][0])
         print("HTTPPlacesTests \(mode): honest host \(ok) of 40; \(lines.joined(separator: "; ")); \(try Self.givenUp(metricsPort: metricsPort))")
         #expect(ok >= 36, "\(lines)\n\(daemon.log.suffix(3000))")
         #expect(daemon.isRunning)
@@ -70,12 +68,8 @@ import Testing
         let network = try TestNetwork(hosts: 120, networks: 2)
         let metricsPort = freePort()
         let (daemon, whipPort) = try Self.daemon("placesnet", metricsPort: metricsPort)
-        let attack = network.command(["/usr/bin/python3", Self.script, "attack", network.localAddress, String(whipPort),
-                                      "--mode", "half", "--sources", network.networks[0].joined(separator: ","), "--per", "1", "--seconds", "14"])
-        let honest = network.command(["/usr/bin/python3", Self.script, "honest", network.localAddress, String(whipPort),
-                                      "--source", network.networks[1][0]])
-        let lines = try Self.underAttack(attack: attack, honest: [honest])
-        let ok = Self.answered(lines, 0, honestCount: 1)
+        let (ok, lines) = try Self.honestShare(network, whipPort: whipPort, sources: network.networks[0], per: 1, mode: "half",
+                                               seconds: 14, honestSource: network.networks[1][0])
         print("HTTPPlacesTests one network: honest host \(ok) of 40; \(lines.joined(separator: "; "))")
         #expect(ok >= 36, "\(lines)\n\(daemon.log.suffix(3000))")
         #expect(daemon.log.contains("32 connections open from the network of"), "\(daemon.log.suffix(2000))")

@@ -9,14 +9,16 @@ import Testing
 /// in use when the new files are broken.
 @Suite(.serialized) struct WHIPOverHTTPSTests {
     /// A daemon with one whip stream whose `[webrtc]` has `certificate` and `key`; its folder holds server.pem/.key.
-    static func daemon(_ label: String, commonName: String = "localhost", metricsPort: Int? = nil) throws -> (DaemonProcess, whipPort: Int, folder: URL) {
+    /// `listenHost`: where the endpoint listens ("0.0.0.0" for tests with other hosts).
+    static func daemon(_ label: String, commonName: String = "localhost", metricsPort: Int? = nil,
+                       listenHost: String = "127.0.0.1") throws -> (DaemonProcess, whipPort: Int, folder: URL) {
         let folder = try TestEnvironment.temporaryDirectory()
         let (certificate, key) = try TestCertificate.make(in: folder, commonName: commonName)
         let tokenPath = folder.appendingPathComponent("whip.token").path
         try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
         chmod(tokenPath, 0o600)
         let (whipPort, mediaPort) = (freePort(), freePort())
-        let tables = "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"\n"
+        let tables = "[webrtc]\nlisten = \"\(listenHost):\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"\n"
             + "certificate = \"\(certificate)\"\nkey = \"\(key)\""
         let daemon = try DaemonProcess(
             label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"],

@@ -31,11 +31,12 @@ final class WebRTCSessionTable {
     private(set) var identity: DTLSIdentity
     private var identityRenewal = DTLSIdentityRenewal()
     let metrics: WebRTCMetrics
-    private var log: RateLimitedLogger
+    /// Refusals and drops, said at most once per 10 s each (also from WebRTCSessionTable+Screening.swift).
+    var log: RateLimitedLogger
     private(set) var routes: [String: WebRTCRoute] = [:]
-    private var sessions: [String: WebRTCSession] = [:]
-    private var byUsername: [String: String] = [:]
-    private var byAddress: [SocketAddress: String] = [:]
+    private(set) var sessions: [String: WebRTCSession] = [:]
+    private(set) var byUsername: [String: String] = [:]
+    private(set) var byAddress: [SocketAddress: String] = [:]
     /// Each stream's session (one at a time, by its `second_sender` policy): the slot's sender is its id.
     private var slots: [String: SenderSlot<String>] = [:]
     /// Sends a datagram from the media socket; set once it is bound.
@@ -194,8 +195,7 @@ final class WebRTCSessionTable {
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
             guard let (session, outcome) = received, case .video(let packet) = outcome else {
                 if case .nothing = received?.1 { return }
-                metrics.srtpRejected.increment()
-                return log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
+                return rejectSRTP(source, now: now)
             }
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             if let change = session.takeSourceChange() {
@@ -219,45 +219,6 @@ final class WebRTCSessionTable {
 
     private func session(at source: SocketAddress) -> WebRTCSession? { byAddress[source].flatMap { sessions[$0] } }
 
-    /// The cheapest rejection, before a datagram is copied or parsed (issue 31, item 4: a flood of strangers' STUN
-    /// spoilt the honest session). From an address with no session only a binding request goes on, and only when its
-    /// USERNAME starts with a live session's fragment and that session has no address yet or this one: random
-    /// usernames, and the live username from a second address, are dropped here without MESSAGE-INTEGRITY's HMAC.
-    /// True when dropped (counted and said as `receive` would).
-    func screen(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, now: UInt64) -> Bool {
-        guard byAddress[source] == nil else { return false }
-        switch bytes.first {
-        case .some(0...3):
-            guard let fragment = STUNMessage.bindingRequestLocalFragment(bytes) else {
-                reject(source, "STUN that is no binding request with an ICE username, from an address with no session", now: now)
-                return true
-            }
-            let owner = byUsername.first { key, _ in
-                let local = key.utf8.prefix { $0 != UInt8(ascii: ":") }
-                return local.count == fragment.count && local.elementsEqual(bytes[fragment])
-            }
-            guard let (_, id) = owner, let session = sessions[id] else {
-                reject(source, "STUN with no session's username", now: now)
-                return true
-            }
-            guard session.remote == nil else {
-                reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
-                return true
-            }
-            return false
-        case .some(20...63):
-            reject(source, "DTLS from an address with no session", now: now)
-            return true
-        case .some(128...191):
-            metrics.srtpRejected.increment()
-            log.log(.warning, key: "srtp", now: now, "SRTP packet dropped: no connected session at \(source), failed authentication, or replayed")
-            return true
-        default:
-            reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
-            return true
-        }
-    }
-
     private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
         guard let message = try? STUNMessage.parse(datagram) else { return reject(source, "a malformed STUN message", now: now) }
         // Binding indications are keepalives (RFC 8445 §11): nothing to answer.
@@ -274,11 +235,6 @@ final class WebRTCSessionTable {
             peerJoined?(source)
         }
         send?(response, source)
-    }
-
-    private func reject(_ source: SocketAddress, _ what: String, now: UInt64) {
-        metrics.stunRejected.increment()
-        log.log(.warning, key: what, now: now, "WebRTC: \(what) dropped (latest from \(source))")
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
