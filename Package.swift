@@ -39,7 +39,7 @@ let package = Package(
         ),
         .target(
             name: "Decoding",
-            dependencies: ["CFFmpeg", "Bitstream", "FrameFormats", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFFmpeg", "CCUDAStream", "Bitstream", "FrameFormats", .product(name: "Logging", package: "swift-log")]
         ),
         .systemLibrary(name: "CSwscale", pkgConfig: "libswscale", providers: [.apt(["libswscale-dev"])]),
         // Frames out of the ring into other formats (PNG snapshots), for streamrecvctl.
@@ -55,6 +55,8 @@ let package = Package(
         .target(name: "MediaSecurity", dependencies: ["CDTLS", "CSRTP"]),
         // The local user behind a loopback connection (the kernel's sock_diag), for the HTTP endpoints' fair shares.
         .target(name: "CSocketOwner"),
+        // A CUDA stream of its own for each hardware decoder (libcuda loaded at run time, as FFmpeg loads it).
+        .target(name: "CCUDAStream", linkerSettings: [.linkedLibrary("avutil"), .linkedLibrary("dl")]),
         // srt:// listeners (the GnuTLS build of libsrt: the one Debian's FFmpeg links).
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(
@@ -103,7 +105,7 @@ let package = Package(
         .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "StreamrecvTestSupport"]),
         .testTarget(
             name: "DecodingTests",
-            dependencies: ["Decoding", "Bitstream", "FrameFormats", "StreamrecvTestSupport"]
+            dependencies: ["Decoding", "CCUDAStream", "Bitstream", "FrameFormats", "StreamrecvTestSupport"]
         ),
         .testTarget(
             name: "PipelineTests",

@@ -1,4 +1,5 @@
 import Bitstream
+import CCUDAStream
 import CFFmpeg
 import FrameFormats
 
@@ -110,7 +111,9 @@ public final class VideoDecoder {
             context.pointee.extradata_size = Int32(parameterSets.count)
         }
         if let hardware, let device = hardware.context {
-            context.pointee.hw_device_ctx = av_buffer_ref(device)
+            // CUDA, when asked: the shared context with a stream of this decoder's own (cuda_stream.h).
+            context.pointee.hw_device_ctx = hardware.accelerator == .cuda && Self.cudaStreamPerDecoder
+                ? streamrecv_cuda_device_with_own_stream(device, nil) ?? av_buffer_ref(device) : av_buffer_ref(device)
             // get_format accepts only the device's format: no silent fallback inside libavcodec.
             context.pointee.opaque = UnsafeMutableRawPointer(bitPattern: Int(hardware.pixelFormat.rawValue) + 1)
             context.pointee.get_format = selectHardwareFormat
@@ -131,6 +134,11 @@ public final class VideoDecoder {
     /// frame thread; and, where the stream does not state its reorder depth, the depth this decoder assumes (it
     /// holds that many frames back, which a pool sized from the SPS alone would not cover: the decoder would stall
     /// or fail with "no free surface").
+    /// `STREAMRECVD_CUDA_STREAM_PER_DECODER=1`: each CUDA decoder on a stream of its own instead of the device's
+    /// default stream, which all share (cuda_stream.h). Off until the GPU kit has shown it bit-exact and measured its
+    /// capacity against the default (docs/gpu-kit.md).
+    static let cudaStreamPerDecoder = getenv("STREAMRECVD_CUDA_STREAM_PER_DECODER").map { String(cString: $0) == "1" } ?? false
+
     public static func extraHardwareFrames(reorderDepth: Int?, assumedReorderDepth: Int, configuration: DecoderConfiguration) -> Int {
         let held = 2
         // threads = 0 lets libavcodec choose: at most 16.

@@ -18,6 +18,8 @@ final class StreamMetrics: Sendable {
         case slotCapacity = "slot_capacity"
         /// The shared-memory object vanished and could not be re-created.
         case ringUnavailable = "ring_unavailable"
+        /// The larger ring the frame needs was still being made after half a second.
+        case awaitingRing = "awaiting_ring"
         /// Its pixels could not be written into the slot (a failed GPU download).
         case writeFailed = "write_failed"
         /// rtp://: packets of the picture arrived, none of its slices could be used (its first fragment was lost).

@@ -170,7 +170,15 @@ final class StreamPipeline: Sendable {
     private func makeWriter(events: RingEventReporter) throws -> FrameRingWriter {
         var group: gid_t?
         if let name = configuration.shmGroup, let entry = getgrnam(name) { group = entry.pointee.gr_gid }
-        return try FrameRingWriter(configuration: configuration.ring(group: group)) { events.report($0) }
+        let writer = try FrameRingWriter(configuration: configuration.ring(group: group)) { events.report($0) }
+        writer.objectMakingDelay = Self.injectedRingDelay
+        return writer
+    }
+
+    /// `STREAMRECVD_INJECT_RING_DELAY_MS=N`: every new ring object is made N ms late, as a large one is on a loaded
+    /// machine (the test that the decode thread does not wait for it). Unset in production.
+    private static var injectedRingDelay: UInt64 {
+        getenv("STREAMRECVD_INJECT_RING_DELAY_MS").flatMap { UInt64(String(cString: $0)) }.map { min($0, 60_000) * 1_000_000 } ?? 0
     }
 
     /// What a stream listens with: a NIO channel (tcp://, udp://, rtp://) or an SRT listener's thread; or, for

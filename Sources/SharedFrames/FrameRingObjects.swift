@@ -119,34 +119,6 @@ extension FrameRingWriter {
         onEvent(.created(bytes: geometry.totalSize, slots: geometry.slotCount, reason: reason))
     }
 
-    /// Moves the stream to a new object whose slots hold `frameBytes`. False (the current object stays) when the
-    /// size limit or /dev/shm does not allow it.
-    @discardableResult
-    func resize(toFit frameBytes: Int) -> Bool {
-        // A size that just failed is not tried again for a second: not an attempt (and a file made) per frame.
-        let now = MonotonicClock.nanoseconds()
-        if let failed = failedResize, frameBytes >= failed.bytes, now < failed.time &+ 1_000_000_000 { return false }
-        guard let slots = configuration.slots(forCapacity: frameBytes) else {
-            failedResize = (frameBytes, now)
-            onEvent(.failed("frames of \(frameBytes) bytes need more than ring_size_limit (\(configuration.sizeLimit) bytes) even in 2 slots"))
-            return false
-        }
-        let before = geometry.totalSize
-        // Someone may have shrunk the object we are leaving: that is still worth saying.
-        let damaged = object.map { $0.faulted || $0.isShrunk } ?? false
-        guard replaceObject(capacity: frameBytes, reason: nil) else {
-            failedResize = (frameBytes, now)
-            return false
-        }
-        failedResize = nil
-        if damaged { onEvent(.recreated(.truncated)) }
-        if slots < configuration.slotCount {
-            onEvent(.slotsLimited(wanted: configuration.slotCount, slots: slots, limit: configuration.sizeLimit))
-        }
-        onEvent(.resized(fromBytes: before, toBytes: geometry.totalSize, slots: slots))
-        return true
-    }
-
     /// Someone else damaged the object, or none could be made earlier: put a new one (same size) under the name.
     func recover(_ damage: RingDamage) {
         if replaceObject(capacity: geometry.slotDataCapacity, reason: damage) { onEvent(.recreated(damage)) }
@@ -166,13 +138,25 @@ extension FrameRingWriter {
         let made: (object: SharedMemoryObject, geometry: RingGeometry)
         do {
             made = try makeObject(capacity: capacity)
-            // Whole before it has the name: header, magic and the frames readers may still want.
-            initialize(made.object, made.geometry)
-            if let old = object, !old.faulted, !old.isShrunk { copyFrames(from: old, geometry: geometry, to: made.object, made.geometry) }
-            try made.object.install(as: name)
         } catch {
             onEvent(.failed("\(error)"))
             // A shrunk object is useless; one that is merely unnamed still serves the readers that have it.
+            if object?.faulted == true { object = nil }
+            return false
+        }
+        return install(made)
+    }
+
+    /// Puts a new object (made here or on another thread) under the name in place of the current one: the header
+    /// from the shadow, the frames readers may still want, then the name; readers of the old one are told.
+    func install(_ made: (object: SharedMemoryObject, geometry: RingGeometry)) -> Bool {
+        do {
+            // Whole before it has the name: header, magic and the frames readers may still want.
+            initialize(made.object, made.geometry)
+            if let old = object, !old.faulted, !old.isShrunk { copyFrames(from: old, geometry: geometry, to: made.object, made.geometry) }
+            try made.object.install(as: configuration.shmName)
+        } catch {
+            onEvent(.failed("\(error)"))
             if object?.faulted == true { object = nil }
             return false
         }
@@ -224,27 +208,9 @@ extension FrameRingWriter {
         object.withMapping { initializeHeader(RingPointers(base: $0, geometry: geometry)) }
     }
 
-    /// A new, initialised object of the right size for `capacity` under a temporary name.
+    /// A new object for frames of `capacity` bytes under a temporary name, made on this thread.
     private func makeObject(capacity: Int) throws(SharedMemoryError) -> (object: SharedMemoryObject, geometry: RingGeometry) {
-        let slots = configuration.slots(forCapacity: capacity) ?? 2
-        let geometry = RingGeometry(slotCount: slots, slotCapacity: capacity)
-        let object = try SharedMemoryObject.create(
-            for: configuration.shmName, size: geometry.totalSize, mode: configuration.mode, group: configuration.group)
-        object.withMapping { base in
-            // Zero header and slot table; the magic, stored last by initializeHeader, makes it valid.
-            base.initializeMemory(as: UInt8.self, repeating: 0, count: geometry.slotDataOffset)
-            let header = RingPointers(base: base, geometry: geometry).header
-            header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
-            header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
-            header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
-            header.pointee.slot_count = UInt32(geometry.slotCount)
-            header.pointee.slot_table_offset = UInt64(geometry.slotTableOffset)
-            header.pointee.slot_data_offset = UInt64(geometry.slotDataOffset)
-            header.pointee.slot_data_stride = UInt64(geometry.slotDataStride)
-            header.pointee.slot_data_capacity = UInt64(geometry.slotDataCapacity)
-            header.pointee.total_size = UInt64(geometry.totalSize)
-        }
-        return (object, geometry)
+        try RingObjectMaker.makeObject(capacity: capacity, slots: configuration.slots(forCapacity: capacity) ?? 2, configuration: configuration)
     }
 
     /// Writes what this writer owns in the header (everything but the geometry), magic last.

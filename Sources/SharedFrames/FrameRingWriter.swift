@@ -86,6 +86,9 @@ public enum PublishOutcome: Sendable, Equatable {
     case unavailable
     /// `fill` could not write the pixels: nothing was published.
     case unfilled
+    /// The larger object this frame needs is still being made (`FrameRingWriter.longestWaitForRing`): the frame
+    /// is not published.
+    case awaitingRing
 }
 
 /// The writing side of one stream's frame ring. It never waits for a reader, and nothing another process does to
@@ -106,12 +109,16 @@ public final class FrameRingWriter {
     /// The header as this writer means it to be; an object made to replace a damaged one starts from it.
     var shadow: RingShadow
     let onEvent: (FrameRingEvent) -> Void
-    private var lastLayout: FrameLayout?
+    private(set) var lastLayout: FrameLayout?
     /// Consecutive frames needing under a quarter of the slot capacity.
     private var oversizedFrames = 0
     private var lastNameCheck: UInt64 = 0
     /// The last frame size no object could be made for, and when.
     var failedResize: (bytes: Int, time: UInt64)?
+    /// The next object, while another thread makes it.
+    var maker: RingObjectMaker?
+    /// Tests only: each new object is made this many nanoseconds late, as on a loaded machine a large one is.
+    public var objectMakingDelay: UInt64 = 0
     /// Frames in a row this small shrink the ring.
     public static let shrinkAfterFrames = 300
 
@@ -131,11 +138,12 @@ public final class FrameRingWriter {
     /// The object's size in bytes now, and its slots.
     public var size: (bytes: Int, slots: Int, slotCapacity: Int) { (geometry.totalSize, geometry.slotCount, geometry.slotDataCapacity) }
 
-    /// Makes the slots large enough for frames of `layout` ahead of the first one (e.g. when a new SPS arrives), so
-    /// that the frame itself does not wait for a new object. False when the limit or /dev/shm does not allow it.
+    /// Starts making slots large enough for frames of `layout` ahead of the first one (e.g. when a new SPS
+    /// arrives), on another thread, so that the frame itself waits less or not at all. False when the size limit
+    /// does not allow it.
     @discardableResult
     public func prepare(for layout: FrameLayout) -> Bool {
-        layout.byteCount <= geometry.slotDataCapacity || resize(toFit: layout.byteCount)
+        layout.byteCount <= geometry.slotDataCapacity || requestObject(capacity: layout.byteCount)
     }
 
     /// Publishes one frame whose pixels `fill` always writes in full.
@@ -152,9 +160,15 @@ public final class FrameRingWriter {
     public func publishChecked(
         layout: FrameLayout, metadata: FrameMetadata, fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Bool
     ) -> PublishOutcome {
-        checkName(now: MonotonicClock.nanoseconds())
+        let now = MonotonicClock.nanoseconds()
+        installMadeObject(forFrameBytes: layout.byteCount)
+        checkName(now: now)
         if layout.byteCount > geometry.slotDataCapacity {
-            guard resize(toFit: layout.byteCount) else {
+            if requestObject(capacity: layout.byteCount), let maker {
+                installMadeObject(forFrameBytes: layout.byteCount, waitingUntil: maker.started &+ Self.longestWaitForRing)
+            }
+            guard layout.byteCount <= geometry.slotDataCapacity else {
+                if isMakingObject(for: layout.byteCount) { return .awaitingRing }
                 return object == nil || configuration.slots(forCapacity: layout.byteCount) != nil
                     ? .unavailable : .refused(neededBytes: layout.byteCount, limit: configuration.sizeLimit)
             }
@@ -162,7 +176,7 @@ public final class FrameRingWriter {
             oversizedFrames += 1
             if oversizedFrames >= Self.shrinkAfterFrames {
                 oversizedFrames = 0
-                resize(toFit: layout.byteCount)
+                requestObject(capacity: layout.byteCount)
             }
         } else {
             oversizedFrames = 0
@@ -292,6 +306,8 @@ public final class FrameRingWriter {
     public func checkName(now: UInt64) {
         guard now >= lastNameCheck &+ 1_000_000_000 else { return }
         lastNameCheck = now
+        // While no frames flow, an object made meanwhile is installed here.
+        installMadeObject(forFrameBytes: lastLayout?.byteCount ?? 0)
         if let object {
             if object.faulted || object.isShrunk { return recover(.truncated) }
             switch SharedMemoryObject.lookup(configuration.shmName) {
@@ -307,6 +323,7 @@ public final class FrameRingWriter {
     /// Marks the ring stopped and lets go of it (lock, mapping, descriptor) at once, so that a new writer can take
     /// it. With `removingName` the object is also removed from /dev/shm (readers keep what they mapped).
     public func close(removingName: Bool = false) {
+        abandonMaking()
         guard let object else { return }
         // Not through setState: a shrunk object is not worth re-creating on the way out.
         if !object.faulted && !object.isShrunk {

@@ -155,6 +155,11 @@ final class SharedMemoryObject: @unchecked Sendable {
         }
     }
 
+    /// Removes a new object that was never installed (its temporary name); the mapping lasts until `deinit`.
+    func discard() {
+        Glibc.unlink(Self.directory + openedName)
+    }
+
     /// Opens the object behind `name` for writing, if it is one this user created, and takes its write lock.
     static func openExisting(name: String) throws(SharedMemoryError) -> ExistingObject {
         let path = directory + name

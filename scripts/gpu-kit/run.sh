@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kit's runner (docs/gpu-kit.md): bash and coreutils, nothing installed.
 #
-#   run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT
+#   run.sh [--software] [--quick] [--no-software] [--only SECTIONS] [--clips A,B] OUT
 #
 # On a GPU machine: every clip through the daemon with hwaccel = "cuda" (strict) and "auto", over TCP and RTP,
 # read back with `streamrecvctl cat` and compared against the software decode's framemd5; recreation at a size and
@@ -9,21 +9,33 @@
 # decode-only fps (the kit's ffmpeg, -hwaccel cuda vs software), end-to-end fps and CPU time per frame, the write
 # (GPU download) into the slot, last byte → readable, and how many 1080p30 streams one daemon sustains.
 # --software: the same with hwaccel = "none" (what `make test` runs, to prove the kit before a GPU sees it).
+# --no-software: on a GPU machine, measure the hardware path only (a second call whose software figures the first
+# already has). --only: exact (= exact,fallback), measure (= decode,e2e,latency,capacity), or a comma list of
+# exact, fallback, decode, e2e, latency, capacity.
 # Writes OUT/report.md, OUT/results.tsv and OUT/logs/. Exits 1 when a clip is not bit-exact in a mode that must be.
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
-software=0 quick=0 only=all clips_wanted=
+software=0 quick=0 hardware_only=0 only=all clips_wanted=
+usage="usage: run.sh [--software] [--quick] [--no-software] [--only SECTIONS] [--clips A,B] OUT"
 while [ $# -gt 1 ]; do
     case $1 in
         --software) software=1 ;;
         --quick) quick=1 ;;
+        --no-software) hardware_only=1 ;;
         --only) only=$2; shift ;;
         --clips) clips_wanted=,$2,; shift ;;
-        *) echo "usage: run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT" >&2; exit 2 ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
-[ $# -eq 1 ] || { echo "usage: run.sh [--software] [--quick] [--only exact|measure] [--clips A,B] OUT" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "$usage" >&2; exit 2; }
+case $only in
+    all) sections=exact,fallback,decode,e2e,latency,capacity ;;
+    exact) sections=exact,fallback ;;
+    measure) sections=decode,e2e,latency,capacity ;;
+    *) sections=$only ;;
+esac
+want() { case ",$sections," in *",$1,"*) return 0 ;; esac; return 1; }
 out=$1
 mkdir -p "$out/logs"
 out=$(cd "$out" && pwd)
@@ -315,6 +327,12 @@ fallback() {
 # Side by side: the paths to compare, as (label, hwaccel, ffmpeg options).
 paths=("software|none|-threads 1")
 [ $software = 1 ] || paths=("NVDEC|cuda|-hwaccel cuda" "software|none|-threads 1")
+[ $software = 0 ] && [ $hardware_only = 1 ] && paths=("NVDEC|cuda|-hwaccel cuda")
+# The capacity also with a CUDA stream per decoder (STREAMRECVD_CUDA_STREAM_PER_DECODER=1; off by default: every
+# decoder shares the device's default stream), in the same call: the A/B of that candidate. Its exactness: run the
+# exact section with the variable set (docs/gpu-kit.md).
+capacity_paths=("${paths[@]}")
+[ $software = 1 ] || capacity_paths=("NVDEC|cuda||" "NVDEC, a CUDA stream per decoder|cuda||STREAMRECVD_CUDA_STREAM_PER_DECODER=1" "${paths[@]:1}")
 measured_clips=(h264-1080p h265-1080p h264-4k h265-4k-10bit)
 [ $quick = 1 ] && measured_clips=(h264-1080p)
 
@@ -426,16 +444,18 @@ capacity() {
     local counts=(1 2 4 8 16 24 32 48 64) seconds=5
     [ $quick = 1 ] && counts=(1 2) seconds=3
     [ $software = 1 ] && [ $quick = 0 ] && counts=(1 2 4 8)
-    local largest=${counts[-1]}
-    for entry in "${paths[@]}"; do
-        IFS='|' read -r label mode options <<<"$entry"
+    local largest=${counts[-1]} run=0
+    for entry in "${capacity_paths[@]}"; do
+        IFS='|' read -r label mode options environment <<<"$entry"
+        run=$((run + 1))
         local config=$work/capacity-$mode.toml
         printf '[daemon]\nlog_level = "info"\nmetrics = "127.0.0.1:%d"\n' "$metrics_port" >"$config"
         for index in $(seq 1 "$largest"); do
             printf '\n[[stream]]\nname = "kit-load-%d"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "%s"\nslots = 4\nmax_width = 1920\nmax_height = 1088\n' \
                 "$index" $((base_port + 1000 + index)) "$mode" >>"$config"
         done
-        start_daemon "capacity-$mode" "$config" || continue
+        # shellcheck disable=SC2086
+        start_daemon "capacity-$run-$mode" "$config" $environment || continue
         local best=0
         for count in "${counts[@]}"; do
             local -a before=() senders=()
@@ -469,8 +489,12 @@ capacity() {
     done
 }
 
-[ "$only" = measure ] || { exactness; fallback; }
-[ "$only" = exact ] || { decode_only; end_to_end; latency; capacity; }
+want exact && exactness
+want fallback && fallback
+want decode && decode_only
+want e2e && end_to_end
+want latency && latency
+want capacity && capacity
 md ""
 md "Failures: $failures. Raw figures: results.tsv; logs: logs.tar.gz."
 say "report: $report ($failures failure(s))"

@@ -154,6 +154,9 @@ extension DecodeSession {
                               "\(frame.width)x\(frame.height) \(format) frames need \(needed) bytes each: 2 slots exceed ring_size_limit (\(limit) bytes); dropped")
             case .ringUnavailable:
                 break  // The ring's own events say why (RingEventReporter).
+            case .awaitingRing:
+                telemetry.log(.warning, key: "awaiting-ring", now: decodedAt,
+                              "\(frame.width)x\(frame.height) frame dropped: its larger ring is still being made (decoding goes on)")
             case .writeFailed(let why):
                 telemetry.log(.error, key: "write", now: decodedAt, "frame could not be written: \(why); dropped")
                 // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in

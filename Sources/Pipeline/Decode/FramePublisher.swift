@@ -18,6 +18,8 @@ final class FramePublisher {
         case ringUnavailable
         /// Its pixels could not be written (a failed GPU download).
         case writeFailed(String)
+        /// The larger ring it needs is still being made.
+        case awaitingRing
 
         var dropReason: StreamMetrics.DropReason {
             switch self {
@@ -25,6 +27,7 @@ final class FramePublisher {
             case .slotCapacity: .slotCapacity
             case .ringUnavailable: .ringUnavailable
             case .writeFailed: .writeFailed
+            case .awaitingRing: .awaitingRing
             }
         }
     }
@@ -114,6 +117,9 @@ final class FramePublisher {
         case .unfilled:
             discontinuity = true
             return .failure(.writeFailed(failure.map { "\($0)" } ?? "unknown"))
+        case .awaitingRing:
+            discontinuity = true
+            return .failure(.awaitingRing)
         }
     }
 
