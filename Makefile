@@ -64,12 +64,13 @@ check:
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
 # aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base chromium python3-aiortc
+	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests
 	swift test --disable-xctest
-	cd python && python3 -m unittest -v test_streamrecv
+	# The system's Python: the one the apt packages (numpy, OpenCV) are for, whatever else is first on PATH.
+	cd python && /usr/bin/python3 -m unittest -v test_streamrecv
 	scripts/fuzz.sh 20000
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
 		swift test --disable-xctest --sanitize=address --scratch-path .build-asan --filter "BitstreamTests|SharedFramesTests|MediaSecurityTests"

@@ -400,6 +400,35 @@ class ColorTest(unittest.TestCase):
     def test_bt709_limited(self):
         self.compare("yuv420p", ["-vf", "scale=in_color_matrix=bt709"], color_range=1, color_matrix=1)
 
+    def test_opencv_converts_bt601_limited_4_2_0(self):
+        """With OpenCV (python3-opencv, which `make test` installs) BT.601 limited-range NV12 and yuv420p go through
+        `cv2.cvtColor`, and still match libswscale."""
+        import cv2  # noqa: F401  (an ImportError here means make test's packages are missing)
+        import streamrecv.color as color
+        original, used = color._with_opencv, []
+
+        def spy(*arguments):
+            converted = original(*arguments)
+            used.append(converted is not None)
+            return converted
+        color._with_opencv = spy
+        try:
+            self.compare("nv12", [], color_range=1, color_matrix=2)
+            self.compare("yuv420p", [], color_range=1, color_matrix=5)
+        finally:
+            color._with_opencv = original
+        self.assertEqual(used, [True] * 8, "every conversion (to_bgr and to_rgb of 4 pictures) through cv2.cvtColor")
+
+    def test_numpy_converts_when_opencv_is_absent(self):
+        """Without OpenCV the same pictures are converted with numpy, as closely."""
+        import streamrecv.color as color
+        original = color._with_opencv
+        color._with_opencv = lambda *arguments: None
+        try:
+            self.compare("nv12", [], color_range=1, color_matrix=2)
+        finally:
+            color._with_opencv = original
+
 
 class PackageTest(unittest.TestCase):
     """`pip install` into a fresh virtual environment: the package, `python -m streamrecv`, the script."""

@@ -12,6 +12,7 @@
 #include <libavutil/log.h>
 #include <libavutil/md5.h>
 #include <libavutil/pixdesc.h>
+#include <malloc.h>  /* malloc_trim: what a closed decoder freed goes back to the system (StreamDecoder.release) */
 #include <stdarg.h>
 #include <string.h>
 

@@ -13,6 +13,8 @@ struct GroupOfPicturesRecord {
 
     init(maximumBytes: Int) { self.maximumBytes = maximumBytes }
 
+    var holdsInputs: Bool { !inputs.isEmpty }
+
     /// Keeps `input` (or, when `keeping` is false, forgets everything: no fallback can need it).
     mutating func remember(_ input: DecoderInput, keeping: Bool) {
         guard keeping else {

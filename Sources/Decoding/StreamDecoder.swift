@@ -1,4 +1,5 @@
 import Bitstream
+import CFFmpeg
 import Glibc
 
 /// The decoding policy of one stream (shared/DESIGN.md "Decoder failure policy", "Parameter sets"):
@@ -162,6 +163,24 @@ public final class StreamDecoder {
         }
         receiveAll(from: decoder, emit: emit)
         decoder.reset()
+    }
+
+    /// Whether a decoder is open, or a GOP kept for a fallback: what `release` lets go of.
+    public var holdsResources: Bool { decoder != nil || gop.holdsInputs }
+
+    /// The stream has had no sender for a while: the decoder is closed, with its frame pools, threads and (on a
+    /// GPU) surfaces, and the GOP kept for a fallback is forgotten. The next sender's first keyframe opens a new
+    /// one, on the same path (a hardware one must show its first frame again). The heap freed goes back to the
+    /// system at once: glibc would keep it in its arenas.
+    public func release() {
+        decoder = nil
+        openedWith = nil
+        gop = GroupOfPicturesRecord(maximumBytes: maximumGOPBytes)
+        consecutiveFailures = 0
+        hardwareFailures = 0
+        if case .chosen(let selection, true) = decodingPath { decodingPath = .chosen(selection, firstFrameSeen: false) }
+        state = .idle
+        malloc_trim(0)
     }
 
     // MARK: - Creation

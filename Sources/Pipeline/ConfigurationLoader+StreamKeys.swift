@@ -90,6 +90,10 @@ extension ConfigurationLoader {
                                            valid: { $0 == 0 || ($0 >= 0.5 && $0 <= 86400) }) {
             stream.idleTimeout = seconds
         }
+        if let seconds = try entry.seconds("decoder_linger", "decoder_linger must be a number of seconds in 0...86400",
+                                           valid: { $0 >= 0 && $0 <= 86400 }) {
+            stream.decoderLinger = seconds
+        }
         if let shmName = try entry.string("shm_name") {
             guard !shmName.isEmpty, shmName.count <= 200, !shmName.contains("/"), shmName != ".", shmName != ".." else {
                 throw entry.error("shm_name", "shm_name must be a plain name (no '/'), as under /dev/shm")

@@ -20,7 +20,7 @@ public enum ConfigurationLoader {
     static let daemonKeys: Set<String> = ["log_level", "metrics"]
     static let streamKeys: Set<String> = [
         "name", "listen", "codec", "hwaccel", "output", "slots", "max_width", "max_height", "shm_name", "shm_mode",
-        "shm_group", "second_sender", "idle_timeout", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
+        "shm_group", "second_sender", "idle_timeout", "decoder_linger", "idle_flush", "idle_flush_minimum_ms", "threads", "threading", "max_access_unit_bytes", "rtp_payload_type",
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
         "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_auth", "rtsp_user", "rtsp_password",

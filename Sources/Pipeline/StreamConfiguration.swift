@@ -125,6 +125,9 @@ public struct StreamConfiguration: Sendable, Equatable {
     public var secondSender: SecondSenderPolicy
     /// Seconds without a byte before a connected sender is considered gone; 0 disables.
     public var idleTimeout: Double
+    /// Seconds a decoder is kept once its sender is gone (a sender back at once costs no recreation); then it is
+    /// closed and what it held goes back to the system.
+    public var decoderLinger: Double = 30
     /// Largest access unit accepted, in bytes; larger ones are dropped before the decoder sees them.
     public var maxAccessUnitBytes: Int
     /// What frames decoded after lost data look like until the next keyframe.

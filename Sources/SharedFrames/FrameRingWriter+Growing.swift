@@ -12,7 +12,10 @@ extension FrameRingWriter {
     public static let longestWaitForRing: UInt64 = 500_000_000
 
     /// Makes sure an object whose slots hold `frameBytes` is being made, unless one at least this large is already
-    /// under way (growing wins over shrinking). False when the size limit refuses even two slots of it, or it failed within the last second.
+    /// under way (growing wins over shrinking). One object is made at a time: a larger size asked for meanwhile is
+    /// made next, so a sender whose SPS changes size every few milliseconds cannot have dozens of rings, each up to
+    /// ring_size_limit, being made in /dev/shm at once. False when the size limit refuses even two slots of it, or
+    /// it failed within the last second.
     @discardableResult
     func requestObject(capacity frameBytes: Int) -> Bool {
         let now = MonotonicClock.nanoseconds()
@@ -25,19 +28,31 @@ extension FrameRingWriter {
         }
         if let maker {
             if maker.capacity >= frameBytes { return true }
+            if !maker.isFinished {
+                nextCapacity = max(nextCapacity ?? 0, frameBytes)
+                return true
+            }
             maker.abandon()
         }
+        nextCapacity = nil
         maker = RingObjectMaker(capacity: frameBytes, slots: slots, configuration: configuration, delay: objectMakingDelay)
         return true
     }
 
     /// Installs the object under way once it is made, if its slots hold frames of `frameBytes` (one made for a
-    /// format that has already passed is thrown away). Waits for it until `deadline` at most.
+    /// format that has already passed is thrown away), and starts the next one asked for meanwhile. Waits for it
+    /// until `deadline` at most.
     func installMadeObject(forFrameBytes frameBytes: Int, waitingUntil deadline: UInt64 = 0) {
         guard let maker else { return }
         maker.wait(until: deadline)
         guard let made = maker.take() else { return }
         self.maker = nil
+        defer {
+            if let next = nextCapacity {
+                nextCapacity = nil
+                if next > geometry.slotDataCapacity { requestObject(capacity: next) }
+            }
+        }
         let now = MonotonicClock.nanoseconds()
         switch made {
         case .failure(let error):
@@ -71,5 +86,6 @@ extension FrameRingWriter {
     func abandonMaking() {
         maker?.abandon()
         maker = nil
+        nextCapacity = nil
     }
 }

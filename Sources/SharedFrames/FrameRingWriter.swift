@@ -117,6 +117,8 @@ public final class FrameRingWriter {
     var failedResize: (bytes: Int, time: UInt64)?
     /// The next object, while another thread makes it.
     var maker: RingObjectMaker?
+    /// A larger size asked for while `maker` was at work: made once it is done.
+    var nextCapacity: Int?
     /// Tests only: each new object is made this many nanoseconds late, as on a loaded machine a large one is.
     public var objectMakingDelay: UInt64 = 0
     /// Frames in a row this small shrink the ring.

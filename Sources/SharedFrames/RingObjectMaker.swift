@@ -33,29 +33,43 @@ final class RingObjectMaker: Sendable {
         started = MonotonicClock.nanoseconds()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             if delay > 0 { Self.sleep(nanoseconds: delay) }
-            let outcome: Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>
-            do throws(SharedMemoryError) {
-                outcome = .success(try Self.makeObject(capacity: capacity, slots: slots, configuration: configuration))
-            } catch {
-                outcome = .failure(error)
-            }
-            let unwanted: SharedMemoryObject? = state.withLock { state in
-                switch (state, outcome) {
-                case (.making, .success(let made)):
-                    state = .made(made.0, made.1)
-                    return nil
-                case (.making, .failure(let error)):
-                    state = .failed(error)
-                    return nil
-                case (_, .success(let made)):
-                    return made.0
-                case (_, .failure):
-                    return nil
+            // In a scope of its own: this thread lets go of the object before the writer is told. The object
+            // holds the ring's write lock until its last reference goes; a writer closed right after taking it
+            // must leave the lock free for the next one.
+            do {
+                let outcome: Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>
+                do throws(SharedMemoryError) {
+                    outcome = .success(try Self.makeObject(capacity: capacity, slots: slots, configuration: configuration))
+                } catch {
+                    outcome = .failure(error)
                 }
+                record(outcome)
             }
-            unwanted?.discard()
             finished.signal()
         }
+    }
+
+    private func record(_ outcome: consuming Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>) {
+        let unwanted: SharedMemoryObject? = state.withLock { state in
+            switch (state, outcome) {
+            case (.making, .success(let made)):
+                state = .made(made.0, made.1)
+                return nil
+            case (.making, .failure(let error)):
+                state = .failed(error)
+                return nil
+            case (_, .success(let made)):
+                return made.0
+            case (_, .failure):
+                return nil
+            }
+        }
+        unwanted?.discard()
+    }
+
+    /// Whether the other thread is done with it (made, failed, or thrown away).
+    var isFinished: Bool {
+        state.withLock { if case .making = $0 { false } else { true } }
     }
 
     /// Waits until `deadline` (CLOCK_MONOTONIC nanoseconds) at most for the object to be made.

@@ -33,6 +33,7 @@ import Testing
             shm_mode = "0660"
             second_sender = "takeover"
             idle_timeout = 2.5
+            decoder_linger = 0
             idle_flush = "off"
             idle_flush_minimum_ms = 2
             threads = 2
@@ -51,6 +52,7 @@ import Testing
         #expect(first.shmName == "cams-1" && first.shmMode == 0o660 && first.secondSender == .takeover)
         #expect(first.idleTimeout == 2.5 && first.decoder.threads == 2 && first.decoder.threading == .frame)
         #expect(first.maxAccessUnitBytes == 8 << 20)
+        #expect(first.decoderLinger == 0 && configuration.streams[1].decoderLinger == 30)
         // Keys of the removed early close still load (an old file must not stop a reload) and are reported.
         #expect(first.retiredKeys == ["idle_flush", "idle_flush_minimum_ms"])
         #expect(ConfigurationReport(configuration, shm: nil).warnings.contains { $0.contains("stream cam-1: idle_flush, idle_flush_minimum_ms no longer used") })
@@ -229,6 +231,7 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"udp://127.0.0.1:5000\"\n[[stream]]\nname = \"b\"\nlisten = \"rtp://[::]:5000\"\ncodec = \"h264\"\n", 6, "same UDP port"),
         ("[daemon]\nmetrics = \"127.0.0.1:5000\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://0.0.0.0:5000\"\n", 5, "[daemon] metrics"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nidle_timeout = 1e-9\n", 4, "0.5...86400"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\ndecoder_linger = -1\n", 4, "decoder_linger must be a number of seconds in 0...86400"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = \"12Q\"\n", 4, "ring_size_limit"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nring_size_limit = 4096\n", 4, "from 1M"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nreceive_buffer = \"8M\"\n", 4, "udp://, rtp://"),

@@ -73,6 +73,34 @@ private func elapsed(_ body: () -> PublishOutcome) -> (PublishOutcome, seconds: 
         #expect(temporaryObjects(of: name).isEmpty, "\(temporaryObjects(of: name))")
     }
 
+    /// A sender whose SPS grows the frames every few milliseconds: one object is made at a time (never a pile of
+    /// them in /dev/shm), and the largest asked for is made next and taken by its frame.
+    @Test func oneRingIsMadeAtATime() throws {
+        let name = uniqueShmName("churn")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "churn", slotCount: 4, maxWidth: 1920, maxHeight: 1088))
+        writer.objectMakingDelay = 300_000_000
+        var most = 0
+        for step in 1...30 {
+            #expect(writer.prepare(for: FrameLayout(format: .nv12, width: 64 * step, height: 36 * step)))
+            most = max(most, temporaryObjects(of: name).count)
+            usleep(20_000)
+        }
+        let largest = FrameLayout(format: .nv12, width: 64 * 30, height: 36 * 30)
+        var outcome = PublishOutcome.awaitingRing
+        let deadline = MonotonicClock.nanoseconds() + 10_000_000_000
+        while outcome == .awaitingRing && MonotonicClock.nanoseconds() < deadline {
+            most = max(most, temporaryObjects(of: name).count)
+            outcome = writer.publish(layout: largest, metadata: FrameMetadata()) { pattern($0, sequence: 1); _ = $1 }
+        }
+        #expect(outcome == .published(sequence: 1))
+        #expect(most <= 1, "\(most) objects were being made at once")
+        writer.close()
+        usleep(500_000)
+        #expect(temporaryObjects(of: name).isEmpty)
+    }
+
     /// An SPS announcing a larger format starts the ring early: its first frame, published after the ring is made,
     /// does not wait.
     @Test func aPreparedRingIsReadyForTheFirstFrame() throws {

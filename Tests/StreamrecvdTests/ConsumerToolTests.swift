@@ -103,10 +103,12 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
 /// (packed planes of the native yuv420p output) equal FFmpeg's decode, md5 for md5.
 @Suite(.serialized) struct ConsumerExampleTests {
     /// Starts `reader` with standard output into `output` and waits until it says (on stderr) that it attached.
-    func startReader(_ executable: String, _ arguments: [String], output: String, marker: String) throws -> Process {
+    func startReader(_ executable: String, _ arguments: [String], output: String, marker: String,
+                     environment: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         let errors = output + ".stderr"
@@ -148,6 +150,39 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
         try expectReaderBitExact(label: "cexample") { daemon, output in
             try startReader(binary, [daemon.name, "30"], output: output.path, marker: "attached")
         }
+    }
+
+    /// docs/examples/opencv_consumer.py with Debian's OpenCV: every frame as a BGR array, against libswscale's
+    /// conversion of FFmpeg's decode of the same stream (`ffmpeg -pix_fmt bgr24`): cv2.cvtColor rounds otherwise,
+    /// by 3 steps at most and under 1 on average.
+    @Test func theOpenCVExampleGivesEveryFrameAsBGR() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let stream = try generated("h264", size: "320x240", frames: 30, parameters: "bframes=2")
+        let source = directory.appendingPathComponent("source.h264")
+        try Data(stream).write(to: source)
+        let reference = [UInt8](try runChecked("ffmpeg", ["-v", "error", "-i", source.path, "-pix_fmt", "bgr24", "-f", "rawvideo", "-"]).standardOutput)
+        let daemon = try DaemonProcess(label: "opencv", settings: ["max_width": "320", "max_height": "240", "slots": "40"])
+        let output = directory.appendingPathComponent("frames.bgr")
+        let example = TestEnvironment.repositoryRoot.appendingPathComponent("docs/examples/opencv_consumer.py").path
+        let process = try startReader("/usr/bin/python3", [example, daemon.name, "--frames", "30", "--timeout", "60"],
+                                      output: output.path, marker: "attached",
+                                      environment: ["PYTHONPATH": TestEnvironment.repositoryRoot.appendingPathComponent("python").path])
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 2000)
+        process.waitUntilExit()
+        let said = (try? String(contentsOfFile: output.path + ".stderr", encoding: .utf8)) ?? ""
+        #expect(process.terminationStatus == 0, "\(said)")
+        #expect(said.contains("OpenCV 4.") && said.contains("frame 30: 320x240"), "\(said)")
+        let ours = [UInt8](try Data(contentsOf: output))
+        #expect(ours.count == reference.count && reference.count == 30 * 320 * 240 * 3, "\(ours.count) of \(reference.count) bytes")
+        guard ours.count == reference.count else { return }
+        var largest = 0
+        var total = 0
+        for index in ours.indices {
+            let difference = abs(Int(ours[index]) - Int(reference[index]))
+            largest = max(largest, difference)
+            total += difference
+        }
+        #expect(largest <= 3 && Double(total) / Double(ours.count) < 1, "largest \(largest), mean \(Double(total) / Double(ours.count))")
     }
 
     @Test func thePythonReaderReadsBitExact() throws {

@@ -44,6 +44,8 @@ final class DecodeSession {
     private var lastProgressReport: UInt64 = 0
     /// When the ring's name is checked next.
     private var nextRingCheck: UInt64 = 0
+    /// Since when the stream has had no sender, while its decoder is still open (`decoder_linger`).
+    private var senderGoneSince: UInt64?
     /// Reused for every chunk, NAL unit and access unit: nothing here allocates per frame in steady state.
     var nalUnitScratch: [NALUnit] = []
     var eventScratch: [AssemblerEvent] = []
@@ -72,6 +74,7 @@ final class DecodeSession {
             let now = MonotonicClock.nanoseconds()
             if now >= nextRingCheck {
                 publisher.checkRing(now: now)
+                releaseLingeringDecoder(now: now)
                 nextRingCheck = now + 1_000_000_000
             }
             let next = worker.queue.pop(deadline: nextRingCheck)
@@ -128,6 +131,7 @@ final class DecodeSession {
         }
         if connection != nil { end(reason: .takenOver) }
         connection = id
+        senderGoneSince = nil
         sessionMedia = nil
         bytesThisConnection = 0
         lastProgressReport = 0
@@ -185,6 +189,19 @@ final class DecodeSession {
         telemetry.log(.info, key: "disconnected-\(reason.kind)",
                       "sender disconnected: \(reason) (\(bytesThisConnection) bytes, \(assembler.statistics.accessUnits) access units)")
         connection = nil
+        senderGoneSince = MonotonicClock.nanoseconds()
+    }
+
+    /// `decoder_linger` after the sender left, the decoder is closed: a 1080p decoder holds about 25 MB of frames
+    /// (4K: about 100), for nothing while no one sends.
+    private func releaseLingeringDecoder(now: UInt64) {
+        guard connection == nil, let since = senderGoneSince,
+              now >= since &+ UInt64(configuration.decoderLinger * 1e9) else { return }
+        senderGoneSince = nil
+        guard decoder.holdsResources else { return }
+        decoder.release()
+        telemetry.log(.info, key: "decoder-released",
+                      "decoder closed after \(String(configuration.decoderLinger, decimals: 1)) s without a sender (decoder_linger); the next sender's first keyframe opens a new one")
     }
 
     /// Everything received so far is decoded and published: the splitter's last unit, the access unit in progress
