@@ -8,9 +8,12 @@ cd "$(dirname "$0")/.."
 flip=${1:-300} seconds=${2:-40} streams=${3:-4} size=${4:-1920x1080}
 work=$(mktemp -d /tmp/streamrecvd-memory.XXXXXX)
 daemon=
+senders=()
 cleanup() {
+    set +e
+    [ ${#senders[@]} -gt 0 ] && kill "${senders[@]}" 2>/dev/null
+    pkill -f "streamrecvctl send $work/" 2>/dev/null
     [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-    pkill -f "streamrecvctl send $work/" 2>/dev/null || true
     for i in $(seq "$streams"); do rm -f "/dev/shm/streamrecv-memory$i-$$"; done
     rm -rf "$work"
 }
@@ -30,17 +33,17 @@ open(sys.argv[2], "wb").write(data)
 PY
 base=$((20000 + RANDOM % 20000))
 {
-    printf '[daemon]\nlog_level = "warning"\n'
+    printf '[daemon]\nlog_level = "info"\n'
     for i in $(seq "$streams"); do
         printf '\n[[stream]]\nname = "memory%d-%d"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "none"\n' "$i" $$ $((base + i))
     done
 } >"$work/daemon.toml"
 .build/release/streamrecvd --config "$work/daemon.toml" >"$work/daemon.log" 2>&1 &
 daemon=$!
-sleep 2
+for _ in $(seq 100); do grep -q "ready:" "$work/daemon.log" && break; sleep 0.1; done
+grep -q "ready:" "$work/daemon.log" || { echo "the daemon did not start: $(tail -3 "$work/daemon.log")" >&2; exit 1; }
 anon() { awk '/^RssAnon:/ { print $2 " kB" }' "/proc/$daemon/status"; }
 echo "start: $(anon)"
-senders=()
 for i in $(seq "$streams"); do
     ( end=$((SECONDS + seconds)); while [ $SECONDS -lt $end ]; do
         .build/release/streamrecvctl send "$work/sent.h264" "tcp://127.0.0.1:$((base + i))" >/dev/null 2>&1 || sleep 0.2

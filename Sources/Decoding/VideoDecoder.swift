@@ -129,16 +129,16 @@ public final class VideoDecoder {
         FFmpegLog.watch(logContexts, stream: stream)
     }
 
-    /// Surfaces added to a hardware decoder's fixed pool beyond the DPB libavcodec sizes from the SPS (refs and
-    /// reorder frames): the frame being downloaded into a slot and the next one received meanwhile; a surface per
-    /// frame thread; and, where the stream does not state its reorder depth, the depth this decoder assumes (it
-    /// holds that many frames back, which a pool sized from the SPS alone would not cover: the decoder would stall
-    /// or fail with "no free surface").
     /// `STREAMRECVD_CUDA_STREAM_PER_DECODER=1`: each CUDA decoder on a stream of its own instead of the device's
     /// default stream, which all share (cuda_stream.h). Off until the GPU kit has shown it bit-exact and measured its
     /// capacity against the default (docs/gpu-kit.md).
     static let cudaStreamPerDecoder = getenv("STREAMRECVD_CUDA_STREAM_PER_DECODER").map { String(cString: $0) == "1" } ?? false
 
+    /// Surfaces added to a hardware decoder's fixed pool beyond the DPB libavcodec sizes from the SPS (refs and
+    /// reorder frames): the frame being downloaded into a slot and the next one received meanwhile; a surface per
+    /// frame thread; and, where the stream does not state its reorder depth, the depth this decoder assumes (it
+    /// holds that many frames back, which a pool sized from the SPS alone would not cover: the decoder would stall
+    /// or fail with "no free surface").
     public static func extraHardwareFrames(reorderDepth: Int?, assumedReorderDepth: Int, configuration: DecoderConfiguration) -> Int {
         let held = 2
         // threads = 0 lets libavcodec choose: at most 16.

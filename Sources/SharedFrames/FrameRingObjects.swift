@@ -127,12 +127,12 @@ extension FrameRingWriter {
     /// Makes a new object from the shadow header and puts it under the name; the old one, if still ours, is told
     /// it was replaced so that its readers re-open the name.
     private func replaceObject(capacity: Int, reason: RingDamage?) -> Bool {
-        let name = configuration.shmName
-        if reason != nil, case .object(let identity) = SharedMemoryObject.lookup(name), identity != object?.identity,
-           let present = try? SharedMemoryObject.openForReading(name: name), present.writerPresent == true {
-            // Another writer holds what is there now (two daemons configured with one shm_name): do not fight it.
+        if reason != nil, anotherWriterHoldsTheName() {
+            // Another writer holds what is there now (two daemons configured with one shm_name): do not fight it,
+            // not even with an object made earlier for a larger format.
             object = nil
-            onEvent(.failed("another streamrecvd now writes /dev/shm/\(name); this stream publishes nothing until restarted"))
+            abandonMaking()
+            onEvent(.failed("another streamrecvd now writes /dev/shm/\(configuration.shmName); this stream publishes nothing until restarted"))
             return false
         }
         let made: (object: SharedMemoryObject, geometry: RingGeometry)
@@ -147,9 +147,20 @@ extension FrameRingWriter {
         return install(made)
     }
 
+    /// Whether the name leads to an object that is not ours and that another writer holds.
+    func anotherWriterHoldsTheName() -> Bool {
+        guard case .object(let identity) = SharedMemoryObject.lookup(configuration.shmName), identity != object?.identity,
+              let present = try? SharedMemoryObject.openForReading(name: configuration.shmName) else { return false }
+        return present.writerPresent == true
+    }
+
     /// Puts a new object (made here or on another thread) under the name in place of the current one: the header
     /// from the shadow, the frames readers may still want, then the name; readers of the old one are told.
     func install(_ made: (object: SharedMemoryObject, geometry: RingGeometry)) -> Bool {
+        if object == nil, anotherWriterHoldsTheName() {
+            made.object.discard()
+            return false
+        }
         do {
             // Whole before it has the name: header, magic and the frames readers may still want.
             initialize(made.object, made.geometry)

@@ -1,8 +1,9 @@
 import Glibc
 
 /// Moving the stream to an object sized for its frames, made on another thread (`RingObjectMaker`): the decode
-/// thread never stalls for more than `longestWaitForRing` on it, however large the ring and however loaded the
-/// machine.
+/// thread never waits more than `longestWaitForRing` for it, however large the ring and however loaded the machine.
+/// (A ring someone else removed or truncated is still replaced at once, same size, on the writer's thread: that takes
+/// the daemon's user or root.)
 extension FrameRingWriter {
     /// The longest a frame waits for the object it needs: the first frame of a stream (or of a larger format)
     /// is published as soon as its ring is made, which takes milliseconds for common sizes. Past this, frames that
@@ -26,16 +27,20 @@ extension FrameRingWriter {
             onEvent(.failed("frames of \(frameBytes) bytes need more than ring_size_limit (\(configuration.sizeLimit) bytes) even in 2 slots"))
             return false
         }
+        var capacity = frameBytes
         if let maker {
             if maker.capacity >= frameBytes { return true }
-            if !maker.isFinished {
+            // A shrink under way gives way to growth at once; a smaller growth is finished first.
+            if !maker.isFinished && maker.capacity > geometry.slotDataCapacity {
                 nextCapacity = max(nextCapacity ?? 0, frameBytes)
                 return true
             }
             maker.abandon()
+            capacity = max(frameBytes, nextCapacity ?? 0)
         }
         nextCapacity = nil
-        maker = RingObjectMaker(capacity: frameBytes, slots: slots, configuration: configuration, delay: objectMakingDelay)
+        let slotsForIt = capacity == frameBytes ? slots : (configuration.slots(forCapacity: capacity) ?? slots)
+        maker = RingObjectMaker(capacity: capacity, slots: slotsForIt, configuration: configuration, delay: objectMakingDelay)
         return true
     }
 
@@ -79,10 +84,13 @@ extension FrameRingWriter {
 
     /// Whether a new object for frames of `frameBytes` is still being made.
     func isMakingObject(for frameBytes: Int) -> Bool {
-        maker.map { $0.capacity >= frameBytes } ?? false
+        guard let maker else { return false }
+        // Or one is asked for next, once the smaller one under way is done.
+        return maker.capacity >= frameBytes || (nextCapacity ?? 0) >= frameBytes
     }
 
-    /// The object under way is no longer wanted (the writer closes).
+    /// The object under way is no longer wanted (the writer closes, or stands down for another writer). Removed
+    /// at once if made, otherwise by its thread when done.
     func abandonMaking() {
         maker?.abandon()
         maker = nil

@@ -134,6 +134,9 @@ public final class FrameRingWriter {
         try openRing()
     }
 
+    /// A writer let go without `close()`: an object still being made is not left behind in /dev/shm.
+    deinit { abandonMaking() }
+
     /// The sequence number of the newest published frame (0 before the first).
     public var latestSequence: UInt64 { shadow.latestSequence }
 
@@ -166,7 +169,8 @@ public final class FrameRingWriter {
         installMadeObject(forFrameBytes: layout.byteCount)
         checkName(now: now)
         if layout.byteCount > geometry.slotDataCapacity {
-            if requestObject(capacity: layout.byteCount), let maker {
+            // Waiting is worth it only for an object that will hold this frame (a smaller one may be finishing first).
+            if requestObject(capacity: layout.byteCount), let maker, maker.capacity >= layout.byteCount {
                 installMadeObject(forFrameBytes: layout.byteCount, waitingUntil: maker.started &+ Self.longestWaitForRing)
             }
             guard layout.byteCount <= geometry.slotDataCapacity else {
@@ -325,6 +329,9 @@ public final class FrameRingWriter {
     /// Marks the ring stopped and lets go of it (lock, mapping, descriptor) at once, so that a new writer can take
     /// it. With `removingName` the object is also removed from /dev/shm (readers keep what they mapped).
     public func close(removingName: Bool = false) {
+        // An object still being made is waited for a moment, so that it is removed before the process may exit:
+        // a made object no one takes would otherwise stay in /dev/shm until the stream's name is opened again.
+        maker?.wait(until: MonotonicClock.nanoseconds() &+ 2_000_000_000)
         abandonMaking()
         guard let object else { return }
         // Not through setState: a shrunk object is not worth re-creating on the way out.

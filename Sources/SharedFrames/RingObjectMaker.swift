@@ -6,9 +6,9 @@ import Synchronization
 /// A new ring object being made on another thread. Reserving and pre-faulting every page of a large ring takes
 /// seconds on a loaded machine (a 4K P010 ring of 32 slots is 760 MiB: 0.7 s here, 6 s on a busy one), and the
 /// decode thread must go on taking packets meanwhile: a stalled decode thread drops datagrams and makes its sender
-/// look gone. The writer starts one, keeps publishing into the object it has, and installs this one once made
-/// (`FrameRingWriter.growRing`). Only the new object is touched here; naming it, copying frames into it and
-/// telling readers stay on the writer's thread.
+/// look gone. The writer starts one (`FrameRingWriter.requestObject`), keeps publishing into the object it has, and
+/// installs this one once made (`installMadeObject`). Only the new object is touched here; naming it, copying
+/// frames into it and telling readers stay on the writer's thread.
 final class RingObjectMaker: Sendable {
     enum State {
         case making
@@ -25,17 +25,19 @@ final class RingObjectMaker: Sendable {
     /// When it was started (CLOCK_MONOTONIC nanoseconds).
     let started: UInt64
     private let state = Mutex(State.making)
+    /// Set once the making thread holds no reference to the object any more: the object holds the ring's write
+    /// lock until its last reference goes, and a writer that takes it and closes at once must leave the lock free
+    /// for the next one. Nothing is handed out before.
+    private let threadDone = Atomic(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Starts making an object for frames of `capacity` bytes. `delay`: tests stand in for a loaded machine.
+    /// Starts making an object for frames of `capacity` bytes on a thread of its own (seconds of page reservation
+    /// would hold a worker of a shared pool). `delay`: tests stand in for a loaded machine.
     init(capacity: Int, slots: Int, configuration: FrameRingConfiguration, delay: UInt64 = 0) {
         self.capacity = capacity
         started = MonotonicClock.nanoseconds()
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
+        Self.detach { [self] in
             if delay > 0 { Self.sleep(nanoseconds: delay) }
-            // In a scope of its own: this thread lets go of the object before the writer is told. The object
-            // holds the ring's write lock until its last reference goes; a writer closed right after taking it
-            // must leave the lock free for the next one.
             do {
                 let outcome: Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>
                 do throws(SharedMemoryError) {
@@ -45,8 +47,14 @@ final class RingObjectMaker: Sendable {
                 }
                 record(outcome)
             }
+            threadDone.store(true, ordering: .releasing)
             finished.signal()
         }
+    }
+
+    /// A made object nobody took (the writer dropped without closing) must not stay in /dev/shm.
+    deinit {
+        if case .made(let object, _) = state.withLock({ $0 }) { object.discard() }
     }
 
     private func record(_ outcome: consuming Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>) {
@@ -67,10 +75,8 @@ final class RingObjectMaker: Sendable {
         unwanted?.discard()
     }
 
-    /// Whether the other thread is done with it (made, failed, or thrown away).
-    var isFinished: Bool {
-        state.withLock { if case .making = $0 { false } else { true } }
-    }
+    /// Whether the making thread is done (made, failed, or thrown away) and holds nothing of it.
+    var isFinished: Bool { threadDone.load(ordering: .acquiring) }
 
     /// Waits until `deadline` (CLOCK_MONOTONIC nanoseconds) at most for the object to be made.
     func wait(until deadline: UInt64) {
@@ -81,7 +87,8 @@ final class RingObjectMaker: Sendable {
 
     /// The object once made (nil while it is being made); given out once.
     func take() -> Result<(object: SharedMemoryObject, geometry: RingGeometry), SharedMemoryError>? {
-        state.withLock { state in
+        guard isFinished else { return nil }
+        return state.withLock { state in
             switch state {
             case .made(let object, let geometry):
                 state = .taken
@@ -130,9 +137,31 @@ final class RingObjectMaker: Sendable {
         return (object, geometry)
     }
 
+    /// Runs `body` on a new detached thread.
+    private static func detach(_ body: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { context in
+            Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, context)
+        guard created == 0 else {
+            // No thread to be had (the process is at its limit): made here, as before there was a thread.
+            Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()
+            return
+        }
+        pthread_detach(thread)
+    }
+
     private static func sleep(nanoseconds: UInt64) {
         var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
         var remaining = timespec()
         while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
+}
+
+/// What a maker's thread runs, handed to pthread_create as an opaque pointer.
+private final class ThreadBody: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }

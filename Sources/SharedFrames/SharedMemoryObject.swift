@@ -113,7 +113,7 @@ final class SharedMemoryObject: @unchecked Sendable {
     /// under a temporary name until `install(as:)`: readers never see it half made, and if anything fails here it
     /// is removed (no sparse object is left behind).
     static func create(for name: String, size: Int, mode: mode_t, group: gid_t?) throws(SharedMemoryError) -> SharedMemoryObject {
-        let temporary = ".\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).new"
+        let temporary = TemporaryObjectName.make(for: name)
         let path = directory + temporary
         let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw SharedMemoryError(operation: "create", name: temporary, errno: errno) }
@@ -207,13 +207,10 @@ final class SharedMemoryObject: @unchecked Sendable {
     static func removeLeftovers(of name: String) {
         guard let folder = opendir(directory) else { return }
         defer { closedir(folder) }
-        let prefix = ".\(name)."
         while let entry = readdir(folder) {
             let file = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard file.hasPrefix(prefix), file.hasSuffix(".new") else { continue }
-            let pid = file.dropFirst(prefix.count).split(separator: ".").first.flatMap { pid_t($0) }
             var status = stat()
-            guard let pid, pid != getpid(), kill(pid, 0) != 0 && errno == ESRCH,
+            guard let owner = TemporaryObjectName.parse(file, of: name), owner.isLeftover,
                   lstat(directory + file, &status) == 0, status.st_uid == geteuid() else { continue }
             Glibc.unlink(directory + file)
         }

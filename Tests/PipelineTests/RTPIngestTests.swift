@@ -16,6 +16,7 @@ import Testing
         var lost = 0
         var timestamps: [Int64] = []
         var sourceChanges: [UInt32] = []
+        var truncated = 0
     }
 
     static func run(_ packets: [RTPPacket], window: Int = 8, flush: Bool = true) -> Output {
@@ -28,6 +29,7 @@ import Testing
             case .lost(let packets, _): output.lost += packets
             case .packet(_, let timestamp): output.timestamps.append(timestamp)
             case .sourceChanged(let ssrc, _): output.sourceChanges.append(ssrc)
+            case .truncated: output.truncated += 1
             case .dropped, .discarded: break
             }
         }
@@ -43,6 +45,18 @@ import Testing
         let shuffled: [UInt16] = [1, 2, 5, 3, 4, 8, 6, 7, 9, 10]
         let reordered = Self.run(shuffled.map { Self.packet($0) })
         #expect(reordered.units == Array(1...10) && reordered.lost == 0)
+    }
+
+    /// The sender goes away inside an access unit (its last packet, with the marker, lost): no later packet shows
+    /// a gap, so the flush says so; an access unit ended by its marker is whole.
+    @Test func aSourceThatStopsInsideAnAccessUnitLeavesItTruncated() {
+        let cut = Self.run([Self.packet(1), Self.packet(2, timestamp: 6000, marker: false), Self.packet(3, timestamp: 6000, marker: false)])
+        #expect(cut.units == [1, 2, 3] && cut.accessUnitEnds == 1 && cut.lost == 0 && cut.truncated == 1)
+        let whole = Self.run([Self.packet(1), Self.packet(2, timestamp: 6000, marker: false), Self.packet(3, timestamp: 6000)])
+        #expect(whole.accessUnitEnds == 2 && whole.truncated == 0)
+        // A new source replaces one stopped inside an access unit: the old one's is truncated too.
+        let replaced = Self.run((1...4).map { Self.packet($0, marker: $0 != 4) } + (1...4).map { Self.packet(100 + $0, ssrc: 0x9999) })
+        #expect(replaced.sourceChanges == [0x9999] && replaced.truncated == 1)
     }
 
     @Test func aMissingPacketIsReportedLostAndTheRestComeOut() {

@@ -76,6 +76,37 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         #expect(daemon.isRunning)
     }
 
+    /// The sender stops inside its last frame (4 slices a frame, each in several packets; the frame's last packet,
+    /// with the marker bit, lost): no later packet shows the gap, and the three slices that came decode into a picture that
+    /// is not the sender's. It follows the loss policy (flagged, or withheld) instead of being published as if
+    /// whole; the frames before are exact.
+    @Test(arguments: ["conceal", "keyframe"])
+    func aSenderThatStopsInsideAFrameLeavesItFlaggedOrWithheld(policy: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let url = try GeneratedStreams.encode(codec: "h264", size: "640x360", frames: 20,
+                                              encoderParameters: "keyint=10:min-keyint=10:bframes=0:scenecut=0:slices=4",
+                                              in: directory, name: "cut.h264")
+        let reference = try referenceFrames(url.path, frameBytes: 640 * 360 * 3 / 2)
+        let packets = try captureRTP(of: url.path)
+        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        try #require(timestamps.count >= 2 && timestamps[timestamps.count - 1] == timestamps[timestamps.count - 2],
+                     "the last frame spans several packets")
+        let daemon = try DaemonProcess(label: "cut\(policy)", settings: [
+            "max_width": "640", "max_height": "360", "slots": "32", "codec": "\"h264\"", "idle_timeout": "1",
+            "loss_policy": "\"\(policy)\"",
+        ], transport: "rtp")
+        sendDatagrams(Array(packets.dropLast()), port: daemon.port)
+        let expected = policy == "conceal" ? 20 : 19
+        #expect(daemon.waitUntilPublished(UInt64(expected)))
+        let frames = readFrames(daemon.shmName, count: expected)
+        #expect(frames.count == expected)
+        #expect(Array(frames.prefix(19).map(\.pixels)) == Array(reference.prefix(19)), "the frames before are exact")
+        #expect(!frames.prefix(19).contains { $0.flags.contains(.corrupt) })
+        if policy == "conceal" { #expect(frames.last?.flags.contains(.corrupt) == true, "the cut frame is flagged") }
+        #expect(daemon.status?.counters.framesPublished == UInt64(expected))
+        #expect(daemon.log.contains("stopped inside an access unit"), "\(daemon.log.suffix(1500))")
+    }
+
     /// A relay that drops (3 %), duplicates (5 %) and swaps neighbouring datagrams (5 %), seeded, over five GOPs,
     /// then passes a sixth GOP untouched: the daemon stays up, counts the loss, flags what it concealed, and the
     /// clean GOP is bit-exact.

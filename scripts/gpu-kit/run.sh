@@ -35,6 +35,12 @@ case $only in
     measure) sections=decode,e2e,latency,capacity ;;
     *) sections=$only ;;
 esac
+for section in ${sections//,/ }; do
+    case $section in
+        exact|fallback|decode|e2e|latency|capacity) ;;
+        *) echo "run.sh: no section '$section' (exact, fallback, decode, e2e, latency, capacity)" >&2; exit 2 ;;
+    esac
+done
 want() { case ",$sections," in *",$1,"*) return 0 ;; esac; return 1; }
 out=$1
 mkdir -p "$out/logs"
@@ -137,7 +143,7 @@ calc() { awk "BEGIN { printf \"%.${2:-1}f\", $1 }"; }
 printf 'section\tclip\ttransport\tmode\tresult\tdetail\n' >"$results"
 md "# streamrecvd GPU kit report"
 md ""
-md "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r); loader: $loader; mode: $([ $software = 1 ] && echo software || echo device)."
+md "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r); loader: $loader; mode: $([ $software = 1 ] && echo software || echo device); sections: $sections; daemon environment: $(env | grep -E '^STREAMRECVD_' | tr '\n' ' ' || true)."
 md ""
 md "## The device"
 md '```'
@@ -332,7 +338,8 @@ paths=("software|none|-threads 1")
 # decoder shares the device's default stream), in the same call: the A/B of that candidate. Its exactness: run the
 # exact section with the variable set (docs/gpu-kit.md).
 capacity_paths=("${paths[@]}")
-[ $software = 1 ] || capacity_paths=("NVDEC|cuda||" "NVDEC, a CUDA stream per decoder|cuda||STREAMRECVD_CUDA_STREAM_PER_DECODER=1" "${paths[@]:1}")
+[ $software = 1 ] || capacity_paths=("NVDEC|cuda||STREAMRECVD_CUDA_STREAM_PER_DECODER=0"
+    "NVDEC, a CUDA stream per decoder|cuda||STREAMRECVD_CUDA_STREAM_PER_DECODER=1" "${paths[@]:1}")
 measured_clips=(h264-1080p h265-1080p h264-4k h265-4k-10bit)
 [ $quick = 1 ] && measured_clips=(h264-1080p)
 
@@ -454,8 +461,9 @@ capacity() {
             printf '\n[[stream]]\nname = "kit-load-%d"\nlisten = "tcp://127.0.0.1:%d"\nhwaccel = "%s"\nslots = 4\nmax_width = 1920\nmax_height = 1088\n' \
                 "$index" $((base_port + 1000 + index)) "$mode" >>"$config"
         done
-        # shellcheck disable=SC2086
-        start_daemon "capacity-$run-$mode" "$config" $environment || continue
+        local -a settings=()
+        [ -n "$environment" ] && settings=("$environment")
+        start_daemon "capacity-$run-$mode" "$config" "${settings[@]}" || continue
         local best=0
         for count in "${counts[@]}"; do
             local -a before=() senders=()
@@ -489,12 +497,32 @@ capacity() {
     done
 }
 
+# With a CUDA stream per decoder asked for, a decoder that silently kept the shared device would make the check
+# prove nothing: the logs of the daemons that had it (all of them when the runner's environment sets it; the
+# capacity section's second NVDEC run always) must be free of the fallback's warning.
+own_stream_check() {
+    local -a logs=()
+    if [ "${STREAMRECVD_CUDA_STREAM_PER_DECODER:-}" = 1 ]; then
+        logs=("$out"/logs/daemon-*.log)
+    elif [ -e "$out/logs/daemon-capacity-2-cuda.log" ]; then
+        logs=("$out/logs/daemon-capacity-2-cuda.log")
+    fi
+    [ ${#logs[@]} -gt 0 ] || return 0
+    local said
+    said=$(grep -h -m1 "no CUDA stream of its own" "${logs[@]}" 2>/dev/null | head -1 || true)
+    [ -z "$said" ] && return 0
+    failures=$((failures + 1))
+    md ""
+    md "**A CUDA stream per decoder was asked for but not in effect:** $(cut -c1-200 <<<"$said")"
+}
+
 want exact && exactness
 want fallback && fallback
 want decode && decode_only
 want e2e && end_to_end
 want latency && latency
 want capacity && capacity
+own_stream_check
 md ""
 md "Failures: $failures. Raw figures: results.tsv; logs: logs.tar.gz."
 say "report: $report ($failures failure(s))"

@@ -8,6 +8,9 @@
 /// CUDA device leaves its stream NULL: every decoder sharing the device then queues on the context's legacy default
 /// stream, and each download's cuStreamSynchronize waits for every other decoder's copies as well.
 ///
+/// The stream is a blocking one (as NVIDIA's sample makes): work anything queues on the legacy default stream
+/// still orders with it, so a decoder left on the shared device (this returned NULL) still holds the others up.
+///
 /// Not used unless STREAMRECVD_CUDA_STREAM_PER_DECODER=1 (VideoDecoder): libavcodec's NVDEC path unmaps a frame
 /// right after queueing its copy, without waiting for it, and whether that stays safe on a stream of one's own has
 /// to be shown bit-exact on a GPU first (the GPU kit's exact section and capacity A/B).

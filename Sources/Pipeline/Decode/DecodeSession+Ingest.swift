@@ -91,6 +91,11 @@ extension DecodeSession {
                 noteLoss(at: offset)
                 lossInAccessUnit = true
                 telemetry.log(.warning, key: "rtp-loss", now: time, "\(count) RTP packet(s) lost (\(framing.rtp?.lostPackets ?? 0) so far)")
+            case .truncated(let offset):
+                noteLoss(at: offset)
+                lossInAccessUnit = true
+                telemetry.log(.warning, key: "rtp-truncated", now: time,
+                              "the RTP source stopped inside an access unit (its last packets never came): that frame follows loss_policy")
             case .dropped(let reason, let offset):
                 telemetry.metrics.rtpPayloadsDropped.increment()
                 // A duplicate or another payload type's packet takes nothing from the video; other drops leave a hole.

@@ -12,6 +12,9 @@ struct RTPIngest {
         case endOfAccessUnit
         /// Packets that never arrived, just before the packet whose units start at depacketizer offset `offset`.
         case lost(packets: Int, offset: Int64)
+        /// The source stopped (or was replaced) inside an access unit: its last packets, with the marker bit, never
+        /// came, and no later packet can tell, so the units handed out before are an incomplete picture.
+        case truncated(offset: Int64)
         case dropped(RTPDrop, offset: Int64)
         case discarded(RTPDiscard)
         /// A source replaced the one before (not emitted for the first): the rest is another stream.
@@ -28,6 +31,8 @@ struct RTPIngest {
     /// The last RTP timestamp extended to 64 bits (RTP's 32 bits wrap after 13 h at 90 kHz).
     private var lastMediaTimestamp: Int64?
     private var hadSource = false
+    /// NAL units were handed out since the last marker bit.
+    private var accessUnitOpen = false
     /// Reused for every packet: no allocation per packet in steady state.
     private var sourceEvents: [RTPSourceEvent] = []
     private var ordered: [RTPPacket] = []
@@ -86,6 +91,10 @@ struct RTPIngest {
         reorder.flush { remaining.append($0) }
         for packet in remaining { depacketize(packet, emit) }
         ordered = remaining
+        if accessUnitOpen {
+            accessUnitOpen = false
+            emit(.truncated(offset: depacketizer.offset))
+        }
     }
 
     private mutating func order(_ packet: RTPPacket, _ emit: (Event) -> Void) {
@@ -106,8 +115,12 @@ struct RTPIngest {
         depacketizer.push(packet) { events.append($0) }
         for event in events {
             switch event {
-            case .nalUnit(let unit, _): emit(.nalUnit(unit))
-            case .endOfAccessUnit: emit(.endOfAccessUnit)
+            case .nalUnit(let unit, _):
+                accessUnitOpen = true
+                emit(.nalUnit(unit))
+            case .endOfAccessUnit:
+                accessUnitOpen = false
+                emit(.endOfAccessUnit)
             case .packetsLost(let count): emit(.lost(packets: count, offset: start))
             case .dropped(let reason): emit(.dropped(reason, offset: start))
             }
