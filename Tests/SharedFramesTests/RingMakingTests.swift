@@ -58,31 +58,19 @@ private func elapsed(_ body: () -> PublishOutcome) -> (PublishOutcome, seconds: 
         #expect(temporaryObjects(of: name).isEmpty)
     }
 
-    /// A writer let go without `close()` while its ring is being made leaves nothing in /dev/shm either.
-    @Test func aWriterDroppedWhileItsRingIsMadeLeavesNothing() throws {
-        let name = uniqueShmName("dropped")
+    /// A ring being made when the stream ends (`close()`), or when its writer is let go without it, is thrown
+    /// away once made: nothing is left in /dev/shm.
+    @Test(arguments: [true, false])
+    func aRingBeingMadeWhenTheWriterGoesLeavesNothing(closing: Bool) throws {
+        let name = uniqueShmName(closing ? "closed" : "dropped")
         defer { shm_unlink("/" + name) }
         var writer: FrameRingWriter? = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "dropped", slotCount: 4, maxWidth: 1920, maxHeight: 1080))
+            shmName: name, streamName: "gone", slotCount: 4, maxWidth: 1920, maxHeight: 1080))
         writer?.objectMakingDelay = 300_000_000
         #expect(writer?.prepare(for: FrameLayout(format: .nv12, width: 1920, height: 1080)) == true)
+        if closing { writer?.close() }
         writer = nil
         let deadline = MonotonicClock.nanoseconds() + 5_000_000_000
-        usleep(400_000)
-        while !temporaryObjects(of: name).isEmpty && MonotonicClock.nanoseconds() < deadline { usleep(20_000) }
-        #expect(temporaryObjects(of: name).isEmpty, "\(temporaryObjects(of: name))")
-    }
-
-    /// A ring being made when the stream ends is thrown away once made: nothing is left in /dev/shm.
-    @Test func aRingMadeAfterTheWriterClosedIsRemoved() throws {
-        let name = uniqueShmName("closed")
-        defer { shm_unlink("/" + name) }
-        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "closed", slotCount: 4, maxWidth: 1920, maxHeight: 1080))
-        writer.objectMakingDelay = 300_000_000
-        #expect(writer.prepare(for: FrameLayout(format: .nv12, width: 1920, height: 1080)))
-        writer.close()
-        let deadline = MonotonicClock.nanoseconds() + 3_000_000_000
         usleep(400_000)
         while !temporaryObjects(of: name).isEmpty && MonotonicClock.nanoseconds() < deadline { usleep(20_000) }
         #expect(temporaryObjects(of: name).isEmpty, "\(temporaryObjects(of: name))")

@@ -28,7 +28,7 @@ import Testing
         let packets = try captureRTP(of: clip)
         // Access units in decoding order, as the RTP packets carry them (the marker bit ends each).
         let units = accessUnits(of: [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))).filter(\.hasPicture)
-        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let timestamps = try rtpTimestamps(packets)
         let starts = packets.indices.filter { $0 == 0 || packets[$0 - 1][1] & 0x80 != 0 }
         try #require(starts.count == units.count && units.count == Self.frames, "\(starts.count) RTP frames, \(units.count) access units")
         // The `lostReference`-th P picture of the first GOP.

@@ -41,7 +41,7 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         #expect(frames.map(\.pixels) == reference)
         #expect(!frames.contains { $0.flags.contains(.corrupt) })
         // pts is the RTP timestamp (FFmpeg's muxer: a random start, 90 kHz, 25 fps), the clock rate in the header.
-        let firstTimestamp = Int64(UInt32(packets[0][4]) << 24 | UInt32(packets[0][5]) << 16 | UInt32(packets[0][6]) << 8 | UInt32(packets[0][7]))
+        let firstTimestamp = Int64(try rtpTimestamps([packets[0]])[0])
         #expect(frames.enumerated().allSatisfy { $0.element.pts == firstTimestamp + Int64($0.offset) * 3600 }, "\(frames.map(\.pts))")
         #expect(daemon.status?.ptsClockRate == 90000)
     }
@@ -51,7 +51,7 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         let (_, reference, packets) = try Self.source()
         // Drop the first packet of frame 4 (timestamps tell frames apart): the rest of that NAL unit are fragments
         // without a start, so frame 4 is lost whole and frames 5…9 are decoded from a damaged reference.
-        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let timestamps = try rtpTimestamps(packets)
         let frameStarts = timestamps.indices.filter { $0 == 0 || timestamps[$0] != timestamps[$0 - 1] }
         var lossy = packets
         lossy.remove(at: frameStarts[4])
@@ -88,7 +88,7 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
                                               in: directory, name: "cut.h264")
         let reference = try referenceFrames(url.path, frameBytes: 640 * 360 * 3 / 2)
         let packets = try captureRTP(of: url.path)
-        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let timestamps = try rtpTimestamps(packets)
         try #require(timestamps.count >= 2 && timestamps[timestamps.count - 1] == timestamps[timestamps.count - 2],
                      "the last frame spans several packets")
         let daemon = try DaemonProcess(label: "cut\(policy)", settings: [
@@ -118,7 +118,7 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
                                               in: directory, name: "relay.h264")
         let reference = try referenceFrames(url.path, frameBytes: 320 * 240 * 3 / 2)
         let packets = try captureRTP(of: url.path)
-        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let timestamps = try rtpTimestamps(packets)
         let frameStarts = timestamps.indices.filter { $0 == 0 || timestamps[$0] != timestamps[$0 - 1] }
         var generator = SeededGenerator(seed: seed)
         var relayed: [[UInt8]] = []

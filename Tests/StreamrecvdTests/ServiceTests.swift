@@ -182,7 +182,7 @@ func sample(_ exposition: String, _ name: String, _ labels: String) -> Double? {
     @Test(arguments: [("pli", true), ("fir", false)])
     func aLossAsksTheSenderForAKeyframe(kind: String, mux: Bool) throws {
         let packets = try RTPLossTests.source().packets
-        let timestamps = packets.map { UInt32($0[4]) << 24 | UInt32($0[5]) << 16 | UInt32($0[6]) << 8 | UInt32($0[7]) }
+        let timestamps = try rtpTimestamps(packets)
         let frameStarts = timestamps.indices.filter { $0 == 0 || timestamps[$0] != timestamps[$0 - 1] }
         var lossy = packets
         lossy.remove(at: frameStarts[4])

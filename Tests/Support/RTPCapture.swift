@@ -1,3 +1,4 @@
+import Bitstream
 import Foundation
 import Glibc
 
@@ -85,4 +86,9 @@ public func receiveDatagram(_ descriptor: Int32, within seconds: Double) -> [UIn
     var buffer = [UInt8](repeating: 0, count: 65536)
     let count = recv(descriptor, &buffer, buffer.count, 0)
     return count > 0 ? Array(buffer[0..<count]) : nil
+}
+
+/// The RTP timestamp of each datagram (read by Bitstream's `RTPPacket`; a datagram that is not RTP stops the test).
+public func rtpTimestamps(_ datagrams: [[UInt8]]) throws -> [UInt32] {
+    try datagrams.map { datagram throws(RTPError) in try RTPPacket(parsing: datagram[...]).timestamp }
 }
