@@ -64,7 +64,7 @@ check:
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
 # aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv
+	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests

@@ -136,8 +136,9 @@ class DevTools:
 class Page:
     """The share page in one tab, attached in flat mode (commands carry the session id)."""
 
-    def __init__(self, browser, url):
+    def __init__(self, browser, url, display=None):
         self.browser = browser
+        self.display = display
         target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Network"):
@@ -165,25 +166,74 @@ class Page:
         raise Failure(f"{what} within {timeout} s; the page says: {self.evaluate(TEXT_OF % 'status')!r}")
 
     def click(self, element_id):
-        """A real mouse click at the button's centre (a user gesture, as a person's click is)."""
+        """A real mouse click at the button's centre (a user gesture, as a person's click is): on a real X screen
+        through the X server (xdotool), otherwise as DevTools input. Returns CLOCK_MONOTONIC nanoseconds of the
+        click."""
         x, y = self.evaluate(f"""(() => {{ const box = document.getElementById('{element_id}').getBoundingClientRect();
             return [box.x + box.width / 2, box.y + box.height / 2]; }})()""")
+        if self.display:
+            # Page coordinates to the screen's: the window's place, its frame's side borders and the toolbars above.
+            left, top = self.evaluate("""[window.screenX + (window.outerWidth - window.innerWidth) / 2,
+                                          window.screenY + window.outerHeight - window.innerHeight]""")
+            subprocess.run(["xdotool", "mousemove", str(round(left + x)), str(round(top + y))], check=True, env=self.display_env())
+            clicked = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            subprocess.run(["xdotool", "click", "1"], check=True, env=self.display_env())
+            return clicked
+        clicked = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+        return clicked
+
+    def type_file(self, path):
+        """Types a file's text into the focused field: on a real X screen as key presses through the X server (the
+        text never on a command line), otherwise as DevTools text input."""
+        if self.display:
+            subprocess.run(["xdotool", "type", "--delay", "2", "--file", path], check=True, env=self.display_env())
+        else:
+            self.call("Input.insertText", {"text": open(path, encoding="utf-8").read().strip()})
+
+    def display_env(self):
+        return dict(os.environ, DISPLAY=self.display)
 
 
 TEXT_OF = "document.getElementById('%s').textContent"
+# The share page's connection (its top-level `session.pc`) as getStats tells it: what the browser sends and allows
+# itself, and the encoder's frame rate and size, in the fields of the page's own window.shareHistory.
+STATISTICS = """(async () => {
+  const pc = typeof session !== 'undefined' && session.pc;
+  if (!pc) return null;
+  const report = await pc.getStats();
+  let out, pair;
+  report.forEach(entry => {
+    if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
+    if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
+  });
+  if (!out) return null;
+  const last = window.benchmarkLast;
+  window.benchmarkLast = out;
+  const allowed = pair && pair.availableOutgoingBitrate;
+  return { time: out.timestamp, sentKbps: last && out.timestamp > last.timestamp
+             ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined,
+           allowedKbps: allowed && Math.round(allowed / 1000), fps: out.framesPerSecond, width: out.frameWidth,
+           height: out.frameHeight, framesEncoded: out.framesEncoded, limit: out.qualityLimitationReason };
+})()"""
 FIELDS = ["status", "sendState", "sendCodec", "sendRate", "sendFps", "sendSize", "sendLimit",
           "recvFps", "recvSize", "recvAge", "recvSequence", "recvFlags", "pictureNote"]
 
 
 def chromium_arguments(options):
-    arguments = [options.chromium, "--headless=new", "--remote-debugging-pipe", f"--user-data-dir={options.profile}",
+    arguments = [options.chromium, "--remote-debugging-pipe", f"--user-data-dir={options.profile}",
                  "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--mute-audio", f"--window-size={options.window_size}",
-                 # The camera: a y4m file behind a fake device, granted without a prompt.
-                 "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                 f"--use-file-for-fake-video-capture={options.clip}",
+                 "--disable-component-update", "--disable-sync", "--mute-audio", f"--window-size={options.window_size}"]
+    if getattr(options, "display", None):
+        # A real X screen, as a person's: Chromium's own X11 capturer, the whole screen picked as a person would
+        # in the picker. (The fake UI flag would make that capturer fail: "screen:0:0".)
+        arguments += ["--window-position=0,0", "--auto-select-desktop-capture-source=Entire screen"]
+    else:
+        # The camera: a y4m file behind a fake device, granted without a prompt.
+        arguments += ["--headless=new", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                      f"--use-file-for-fake-video-capture={options.clip}"]
+    arguments += [
                  # Chromium gathers no loopback ICE candidates unless told to. The tests' media port is on loopback:
                  # without this it is reached only from another interface's address (a machine with eth0), and a
                  # machine or namespace with nothing but lo never connects.
@@ -198,7 +248,7 @@ def chromium_arguments(options):
 
 def share(options, browser):
     token = open(options.token_file, encoding="utf-8").read().strip()
-    page = Page(browser, options.url)
+    page = Page(browser, options.url, display=options.display)
     # The stream list comes from /streams.json after the load.
     page.wait_for(f"[...document.getElementById('stream').options].some(o => o.textContent === {json.dumps(options.stream)})",
                   f"stream {options.stream} in the list")
@@ -206,20 +256,48 @@ def share(options, browser):
         select.value = [...select.options].find(o => o.textContent === {json.dumps(options.stream)}).value;
         select.dispatchEvent(new Event('change')); }})()""")
     page.click("token")
-    page.call("Input.insertText", {"text": token})
-    if page.evaluate("document.getElementById('token').value") != token:
-        raise Failure("the token field did not take the typed token")
-    page.click(options.share)
+    page.wait_for("document.activeElement && document.activeElement.id === 'token'", "the token field did not take the focus")
+    # The token file as it is, less its line break: a line break typed would be an Enter.
+    typed = os.path.join(options.profile, "typed-token")
+    with open(os.open(typed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as file:
+        file.write(token)
+    # Keys typed through the X server reach the page a while after xdotool returns (seconds on a busy machine), and
+    # a key can be lost there: after 8 s the field is cleared and typed again, three times at most.
+    matches = f"document.getElementById('token').value === {json.dumps(token)}"
+    try:
+        for attempt in range(3):
+            page.type_file(typed)
+            try:
+                page.wait_for(matches, "the token field did not take the typed token", timeout=8)
+                break
+            except Failure:
+                length = page.evaluate("document.getElementById('token').value.length")
+                say(f"the token field holds {length} characters of {len(token)} after typing; typing again")
+                if attempt == 2:
+                    raise
+                page.evaluate("(() => { const field = document.getElementById('token'); field.value = ''; field.focus(); })()")
+    finally:
+        os.unlink(typed)
+    clicked = page.click(options.share)
     page.wait_for("document.getElementById('status').textContent.startsWith('Sharing to')", "no connection", timeout=30)
     say("sharing")
     print("sharing", flush=True)
     # The encoder's bitrate as the page shows it (once a second, from getStats), for the benchmark.
-    samples = []
+    samples, statistics = [], []
     started = time.monotonic()
     while time.monotonic() - started < options.sample_seconds:
         browser.pump(0.25)
         samples.append([round(time.monotonic() - started, 2), page.evaluate(TEXT_OF % "sendRate"),
                         page.evaluate(TEXT_OF % "sendSize"), page.evaluate(TEXT_OF % "sendLimit")])
+        # Once a second, the connection's statistics read here rather than by the page, so that a page of
+        # another build (a benchmark's baseline) is measured the same way.
+        if len(samples) % 4 == 0:
+            entry = page.evaluate(STATISTICS)
+            if entry:
+                statistics.append(entry)
+    if options.skip_picture:  # for a benchmark: the seconds only, then Stop
+        page.click("stop")
+        return {"requests": whip_requests(browser, options.stream), "samples": samples, "clicked_ns": clicked, "history": statistics}
     deadline = time.monotonic() + options.wait
     while not os.path.exists(options.proceed_file):  # the test reads the stream's frames meanwhile
         if time.monotonic() > deadline:
@@ -231,6 +309,8 @@ def share(options, browser):
         return picture.complete && picture.naturalWidth > 0 ? [picture.naturalWidth, picture.naturalHeight] : null; })()""",
                             "no live picture")
     shown = page.evaluate("({" + ", ".join(f"{field}: {TEXT_OF % field}" for field in FIELDS) + "})")
+    # The page's seconds: sent and allowed bitrate, frame rate and size, as getStats told them.
+    history = page.evaluate("window.shareHistory || []")
     shot = page.call("Page.captureScreenshot", {"format": "png"})
     with open(options.screenshot, "wb") as file:
         file.write(base64.b64decode(shot["data"]))
@@ -239,7 +319,8 @@ def share(options, browser):
     page.wait_for("document.getElementById('status').textContent.startsWith('Stopped')", "the page did not stop")
     stopped = page.evaluate(TEXT_OF % "status")
     return {"picture": picture, "page": shown, "stopped": stopped, "screenshot": options.screenshot,
-            "requests": whip_requests(browser, options.stream), "samples": samples}
+            "requests": whip_requests(browser, options.stream), "samples": samples, "clicked_ns": clicked,
+            "history": history}
 
 
 def whip_requests(browser, stream):
@@ -270,7 +351,7 @@ def main():
     parser.add_argument("url")
     parser.add_argument("--stream", required=True)
     parser.add_argument("--token-file", required=True)
-    parser.add_argument("--clip", required=True, help="a y4m file for Chromium's fake camera")
+    parser.add_argument("--clip", help="a y4m file for Chromium's fake camera (not with --display)")
     parser.add_argument("--screenshot", required=True)
     parser.add_argument("--profile", required=True, help="an empty folder for Chromium's profile")
     parser.add_argument("--proceed-file", required=True,
@@ -281,11 +362,17 @@ def main():
     parser.add_argument("--share", choices=["camera", "screen"], default="camera",
                         help="which button; screen: Chromium picks its own (headless) screen without asking")
     parser.add_argument("--sample-seconds", type=float, default=0, help="after sharing starts, read the page's bitrate this long")
+    parser.add_argument("--skip-picture", action="store_true", help="after --sample-seconds, stop without waiting for "
+                        "--proceed-file, the live picture or a screenshot")
+    parser.add_argument("--display", help="an X display (e.g. :99): Chromium not headless on it, clicks and keys through "
+                        "xdotool, and --share screen shares that whole screen")
     parser.add_argument("--trust-spki", help="base64 SHA-256 of a certificate's public key, for an https:// page")
     options = parser.parse_args()
     # A test that gives up sends SIGTERM: close Chromium on the way out all the same.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(143))
 
+    if options.display:
+        os.environ["DISPLAY"] = options.display
     browser = DevTools(chromium_arguments(options), sys.stderr)
     try:
         result = share(options, browser)

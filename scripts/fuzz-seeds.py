@@ -101,7 +101,10 @@ def webrtc_seeds():
     nack = bytes([0x81, 205, 0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 0xFF, 0xFE, 0x00, 0x07, 0x00, 0x10, 0xFF, 0xFF])
     pli = bytes([0x81, 206, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8])
     remb = bytes([0x8F, 206, 0, 5, 1, 2, 3, 4, 0, 0, 0, 0]) + b"REMB" + bytes([1, 0x0B, 0xD0, 0x90, 5, 6, 7, 8])
-    rtcp = [sender_report + sdes + bye, receiver_report + nack, receiver_report + pli, receiver_report + remb, nack]
+    # Transport-wide feedback: base 10, 3 packets (received, lost, received 75 ms later), padded.
+    twcc = bytes([0xAF, 205, 0, 6, 1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 0, 3, 0x12, 0x34, 0x56, 7, 0xD2, 0, 4, 1, 0x2C, 0, 0, 3])
+    rtcp = [sender_report + sdes + bye, receiver_report + nack, receiver_report + pli, receiver_report + remb, nack,
+            receiver_report + twcc]
     return {"FuzzSTUN": stun + rtcp[:1], "FuzzRTCP": rtcp}
 
 
@@ -143,6 +146,14 @@ def whip_offer_seeds():
     return {"FuzzWebRTCOffer": [text.encode() for text in (webrtcbin, obs, browser)]}
 
 
+def with_transport_sequence(packet, number):
+    """An RTP packet (no CSRCs, no extension) given a one-byte header extension (RFC 8285) with element id 5 holding
+    `number`, as a browser numbers its packets for transport-cc."""
+    if len(packet) < 12 or packet[0] & 0x1F:
+        return packet
+    return bytes([packet[0] | 0x10]) + packet[1:12] + bytes([0xBE, 0xDE, 0, 1, 0x51, number >> 8 & 0xFF, number & 0xFF, 0]) + packet[12:]
+
+
 def main(directory):
     seeds = {name: [] for name in ("FuzzAnnexB", "FuzzH264ParameterSets", "FuzzH265ParameterSets", "FuzzSEI", "FuzzRTP", "FuzzTransportStream", "FuzzRTSP")}
     seeds.update(webrtc_seeds())
@@ -172,6 +183,10 @@ def main(directory):
             packets = capture_rtp(path, codec)
             framed = b"".join(len(packet).to_bytes(2, "big") + packet for packet in packets[:60])
             seeds["FuzzRTP"].append(bytes([0 if codec == "h264" else 1]) + framed)
+            # The same packets with a transport-wide sequence number (one-byte extension, id 5: control byte 8).
+            numbered = [with_transport_sequence(packet, index) for index, packet in enumerate(packets[:60])]
+            framed = b"".join(len(packet).to_bytes(2, "big") + packet for packet in numbered)
+            seeds["FuzzRTP"].append(bytes([8 if codec == "h264" else 9]) + framed)
             # The same pictures in MPEG-TS, as `ffmpeg -f mpegts srt://` sends them; read in 188- and 1316-byte chunks.
             ts = encode_ts(os.path.join(work, "s.ts"), codec, extra)
             seeds["FuzzTransportStream"] += [bytes([187]) + ts[:8000], bytes([255]) + ts[:8000]]

@@ -87,6 +87,8 @@ public enum RTCPPacketSummary: Sendable, Equatable {
     case pictureLossIndication(senderSSRC: UInt32, mediaSSRC: UInt32)
     /// REMB (draft-alvestrand-rmcat-remb-03): the bitrate saturates at `UInt64.max`.
     case receiverEstimatedMaximumBitrate(senderSSRC: UInt32, bitrate: UInt64, ssrcs: [UInt32])
+    /// Transport-wide congestion control feedback (RTPFB FMT 15).
+    case transportWideFeedback(TransportWideFeedback)
     /// Any other type, with its 5-bit count or FMT field.
     case other(payloadType: UInt8, count: UInt8)
 
@@ -145,6 +147,9 @@ private struct RTCPBody {
                 return GenericNACKEntry(packetID: UInt16(fci >> 16), lostBitmask: UInt16(fci & 0xFFFF))
             }
             return .genericNACK(senderSSRC: word(0), mediaSSRC: word(4), entries: entries)
+        case (205, 15):
+            guard let feedback = TransportWideFeedback.parse(body: bytes) else { throw .malformed(payloadType: payloadType) }
+            return .transportWideFeedback(feedback)
         case (206, 1):
             try require(8)
             return .pictureLossIndication(senderSSRC: word(0), mediaSSRC: word(4))

@@ -90,6 +90,12 @@ public enum RTCPTransportFeedback {
         return bytes
     }
 
+    /// A transport-wide feedback message (transport-cc) after an empty RR, as its own compound datagram: it is
+    /// padded, so it must come last.
+    public static func transportWide(_ feedback: TransportWideFeedback) -> [UInt8] {
+        emptyReceiverReport(senderSSRC: feedback.senderSSRC) + feedback.bytes()
+    }
+
     /// The smallest exponent whose mantissa fits 18 bits, and that mantissa (the rate shifted right, rounded down).
     static func rembFields(_ bitrate: UInt64) -> (exponent: UInt8, mantissa: UInt32) {
         let exponent = max(0, UInt64.bitWidth - bitrate.leadingZeroBitCount - 18)

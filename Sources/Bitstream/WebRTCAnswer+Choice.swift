@@ -85,9 +85,10 @@ enum VideoChoice {
         let repairSources = Set(media.sourceGroups.filter { ["FID", "FEC-FR"].contains($0.semantics.uppercased()) }
             .flatMap { $0.ssrcs.dropFirst() })
         let offeredFeedback = Set(media.feedback(for: payload.payloadType))
-        // An extension the offerer marks recvonly or inactive is one it will not send (RFC 8285 §8).
+        // An extension the offerer marks recvonly or inactive is one it will not send (RFC 8285 §8). Ids above 14
+        // need two-byte headers, which an answer must allow with `a=extmap-allow-mixed` (§6): not answered.
         func extensionID(_ uri: String) -> UInt8? {
-            media.extensions.first { $0.uri == uri && ($0.direction ?? .sendrecv).sends }?.id
+            media.extensions.first { $0.uri == uri && ($0.direction ?? .sendrecv).sends && $0.id <= 14 }?.id
         }
         var video = WebRTCAnswer.NegotiatedVideo(
             mid: mid, payloadType: payload.payloadType, codec: codec, packetizationMode: packetizationMode,
@@ -96,11 +97,9 @@ enum VideoChoice {
             clockRate: payload.clockRate ?? 90000,
             formatParameters: payload.formatParameters.flatMap { $0.utf8.allSatisfy { (0x20...0x7e).contains($0) } ? $0 : nil },
             remoteSSRC: media.sources.first { !repairSources.contains($0.ssrc) }?.ssrc,
-            // Not transport-cc: the daemon sends no transport-wide feedback, and a sender told to expect it would
-            // wait for it instead of following our REMB (its bitrate would stay at its start rate).
-            feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { $0 != .transportCC && offeredFeedback.contains($0.rawValue) }),
+            feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { offeredFeedback.contains($0.rawValue) }),
             absSendTimeID: extensionID(WebRTCAnswer.absSendTimeURI),
-            transportWideCCID: nil)
+            transportWideCCID: extensionID(WebRTCAnswer.transportWideCCURI))
         // RTX for the chosen type (RFC 4588 §8.1: `apt`): a sender that has it resends only that way.
         video.retransmissionPayloadType = media.payloads.first {
             $0.encodingName?.uppercased() == "RTX" && $0.clockRate == payload.clockRate && !rtcpPayloadTypes.contains($0.payloadType)

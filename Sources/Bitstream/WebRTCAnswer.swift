@@ -83,19 +83,31 @@ public enum WebRTCAnswer {
 
     /// The answer text (CRLF line ends) and the negotiated video. Throws when the offer has no video this server
     /// can take, or when `local` is not something to put in SDP. `feedback` is what this server is willing to send
-    /// (an operator may turn REMB off); what is answered is that, where the offer allows it.
+    /// (an operator may turn REMB or transport-cc off); what is answered is that, where the offer allows it.
+    /// Transport-cc needs both its feedback and its header extension offered; where it is answered, REMB is not
+    /// (a sender takes the lower of the two, and its own delay-based estimate is the better). `maximumBitrate`
+    /// (bits per second) is written as `b=TIAS` (RFC 3890) and `b=AS` (RFC 4566, kbit/s): a sender's ceiling.
+    /// `startBitrate` (bits per second) is added to the format parameters as `x-google-start-bitrate` (kbit/s),
+    /// where libwebrtc's senders start their estimate instead of 300 kbit/s; others ignore it (RFC 6184 §8.1).
     public static func make(
         for offer: WebRTCOffer, local: LocalParameters, codecs: Set<VideoCodec>,
-        feedback: Set<NegotiatedVideo.Feedback> = Set(NegotiatedVideo.Feedback.allCases)
+        feedback: Set<NegotiatedVideo.Feedback> = Set(NegotiatedVideo.Feedback.allCases), maximumBitrate: UInt64? = nil,
+        startBitrate: UInt64? = nil
     ) throws(WebRTCAnswerError) -> (sdp: String, media: NegotiatedVideo) {
         try validate(local)
         var (chosen, video) = try VideoChoice.choose(in: offer, codecs: codecs)
         video.feedback.formIntersection(feedback)
+        if video.feedback.contains(.transportCC), video.transportWideCCID != nil {
+            video.feedback.remove(.remb)
+        } else {
+            video.feedback.remove(.transportCC)
+            video.transportWideCCID = nil
+        }
         var lines = sessionLines(local: local, mid: video.mid)
         let connection = connectionLine(local)
         for (index, media) in offer.media.enumerated() {
             if index == chosen {
-                lines += videoLines(media, video, local: local, connection: connection)
+                lines += videoLines(media, video, local: local, connection: connection, bitrates: (maximumBitrate, startBitrate))
             } else {
                 lines += rejectedLines(media, connection: connection)
             }
@@ -122,17 +134,23 @@ public enum WebRTCAnswer {
     /// The accepted section: receive only, DTLS server (`setup:passive`, RFC 8842 §5.3: an ICE-lite server cannot
     /// reach the client first), RTCP multiplexed (RFC 8858), our host candidates and `a=end-of-candidates` (RFC 8840).
     private static func videoLines(
-        _ media: WebRTCOffer.Media, _ video: NegotiatedVideo, local: LocalParameters, connection: String
+        _ media: WebRTCOffer.Media, _ video: NegotiatedVideo, local: LocalParameters, connection: String,
+        bitrates: (maximum: UInt64?, start: UInt64?)
     ) -> [String] {
         let payloadType = video.payloadType
         let encoding = media.payload(payloadType)?.encodingName ?? (video.codec == .h264 ? "H264" : "H265")
         let formats = [payloadType] + (video.retransmissionPayloadType.map { [$0] } ?? [])
         var lines = [
             "m=video \(local.candidates.first?.port ?? 9) \(media.proto) \(formats.map(String.init).joined(separator: " "))", connection,
+        ]
+        if let maximum = bitrates.maximum { lines += ["b=AS:\(max(maximum / 1000, 1))", "b=TIAS:\(maximum)"] }
+        lines += [
             "a=mid:\(video.mid)", "a=setup:passive", "a=recvonly", "a=rtcp-mux",
             "a=rtpmap:\(payloadType) \(encoding)/\(video.clockRate)",
         ]
-        if let parameters = video.formatParameters, !parameters.isEmpty { lines.append("a=fmtp:\(payloadType) \(parameters)") }
+        let start = bitrates.start.map { "x-google-start-bitrate=\(max($0 / 1000, 1))" }
+        let parameters = [video.formatParameters, start].compactMap { $0 }.filter { !$0.isEmpty }
+        if !parameters.isEmpty { lines.append("a=fmtp:\(payloadType) \(parameters.joined(separator: ";"))") }
         if let retransmission = video.retransmissionPayloadType {
             lines += ["a=rtpmap:\(retransmission) rtx/\(video.clockRate)", "a=fmtp:\(retransmission) apt=\(payloadType)"]
         }

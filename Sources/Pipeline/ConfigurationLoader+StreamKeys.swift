@@ -20,7 +20,7 @@ extension ConfigurationLoader {
             return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "rtp_reorder_window applies to rtp://, rtsp:// and whip streams only"
         case "keyframe_request", "keyframe_request_interval":
             return [.rtp, .rtsp, .whip].contains(source.transport) ? nil : "\(key) needs an rtp://, rtsp:// or whip stream (RTCP feedback)"
-        case "token_file", "remb":
+        case "token_file", "remb", "transport_cc", "max_bitrate":
             return source.transport == .whip ? nil : "\(key) applies to listen = \"whip\" streams only"
         case "receive_buffer":
             switch source {

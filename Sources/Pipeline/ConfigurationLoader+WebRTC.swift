@@ -121,6 +121,8 @@ extension ConfigurationLoader {
         }
         var settings = WebRTCSettings(token: token, tokenFile: path)
         if let remb = try entry.boolean("remb") { settings.remb = remb }
+        if let transportCC = try entry.boolean("transport_cc") { settings.transportCC = transportCC }
+        if let bitrate = try entry.integer("max_bitrate", 100_000...1_000_000_000) { settings.maximumBitrate = UInt64(bitrate) }
         if let window = try entry.integer("rtp_reorder_window", 1...1024) { settings.rtp.reorderWindow = window }
         if let request: KeyframeRequest = try entry.choice("keyframe_request", "keyframe_request must be none, pli or fir") {
             settings.rtp.keyframeRequest = request

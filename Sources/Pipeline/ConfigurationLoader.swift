@@ -24,7 +24,7 @@ public enum ConfigurationLoader {
         "rtp_reorder_window", "loss_policy", "keyframe_request", "keyframe_request_interval", "rtcp_mux", "allow",
         "max_connections_per_second", "rtp_clock_rate", "ring_size_limit", "receive_buffer",
         "srt_delivery", "latency_ms", "passphrase", "source", "rtsp_transport", "rtsp_auth", "rtsp_user", "rtsp_password",
-        "rtsp_password_file", "token_file", "remb",
+        "rtsp_password_file", "token_file", "remb", "transport_cc", "max_bitrate",
     ]
 
     /// The longest string value, and the largest file, accepted.

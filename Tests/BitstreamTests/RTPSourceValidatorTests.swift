@@ -58,6 +58,19 @@ import Testing
         #expect(run([packet(2999 &- 90)], validator: &validator) == ["p2909"], "behind by less than MAX_MISORDER")
     }
 
+    /// Two retransmissions in a row, 250 packets behind (NACK's answers at 30 Mbit/s): where anyone may send they
+    /// look like a restarted numbering; from an authenticated sender they are late packets of the same source.
+    @Test func retransmissionsFarBehindAreLateForAnAuthenticatedSender() {
+        var open = RTPSourceValidator()
+        _ = run((1000...1300).map { packet(UInt16($0)) }, validator: &open)
+        #expect(run([packet(1050), packet(1051)], validator: &open) == ["restart 4369", "p1050", "p1051"])
+        var authenticated = RTPSourceValidator(minimumSequential: 1, maximumLateness: RTPSourceValidator.maximumDropout)
+        _ = run((1000...1300).map { packet(UInt16($0)) }, validator: &authenticated)
+        #expect(run([packet(1050), packet(1051), packet(1301)], validator: &authenticated) == ["p1050", "p1051", "p1301"])
+        // A jump of more than 3000 is still one.
+        #expect(run([packet(9000), packet(1302)], validator: &authenticated) == ["discard sequence_jump", "p1302"])
+    }
+
     /// A new SSRC (a restarted sender) takes over once two of its packets follow each other; a single packet with
     /// another SSRC takes nothing.
     @Test func aNewSSRCIsANewSourceAfterProbation() {

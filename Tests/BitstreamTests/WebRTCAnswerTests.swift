@@ -53,14 +53,16 @@ import Testing
         let (sdp, media) = try Self.answer(Fixtures.chromium)
         // 104 (mode 0) comes first in the m-line, but mode 1 is preferred: 102, the first mode 1.
         #expect(media.payloadType == 102 && media.packetizationMode == 1 && media.mid == "0")
-        #expect(media.remoteSSRC == 2_231_627_014 && media.feedback == Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases).subtracting([.transportCC]))
-        // transport-cc is never answered: the daemon sends REMB, not transport-wide feedback.
-        #expect(media.absSendTimeID == 2 && media.transportWideCCID == nil)
+        // Transport-cc (its feedback and its header extension, id 4) is answered; REMB then is not: the sender's
+        // own delay-based estimate drives it, and a REMB would only cap it.
+        #expect(media.remoteSSRC == 2_231_627_014 && media.feedback == Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases).subtracting([.remb]))
+        #expect(media.absSendTimeID == 2 && media.transportWideCCID == 4)
         let lines = Self.lines(sdp)
         #expect(lines.contains("a=group:BUNDLE 0") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102 103"))
         #expect(lines.contains("a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f"))
-        #expect(lines.filter { $0.hasPrefix("a=rtcp-fb:102 ") } == ["nack", "nack pli", "ccm fir", "goog-remb"].map { "a=rtcp-fb:102 \($0)" })
-        #expect(lines.filter { $0.hasPrefix("a=extmap:") } == ["a=extmap:2 \(WebRTCAnswer.absSendTimeURI)"])
+        #expect(lines.filter { $0.hasPrefix("a=rtcp-fb:102 ") } == ["nack", "nack pli", "ccm fir", "transport-cc"].map { "a=rtcp-fb:102 \($0)" })
+        #expect(lines.filter { $0.hasPrefix("a=extmap:") } == ["a=extmap:2 \(WebRTCAnswer.absSendTimeURI)", "a=extmap:4 \(WebRTCAnswer.transportWideCCURI)"])
+        #expect(!lines.contains { $0.hasPrefix("b=") })
         // The RTX of the chosen type (apt=102) comes with it: NACK's retransmissions arrive there. Never RED or FEC.
         #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000", "a=rtpmap:103 rtx/90000"])
         #expect(lines.contains("a=fmtp:103 apt=102") && media.retransmissionPayloadType == 103)
@@ -88,6 +90,29 @@ import Testing
         let (sdp, media) = try WebRTCAnswer.make(for: offer, local: Fixtures.local, codecs: Fixtures.bothCodecs, feedback: [.nack, .pli, .fir])
         #expect(media.feedback == [.nack, .pli])
         #expect(!sdp.contains("goog-remb") && sdp.contains("a=rtcp-fb:96 nack pli"), "\(sdp)")
+    }
+
+    /// `transport_cc = false`: REMB instead, no transport-wide extension; `max_bitrate` as TIAS and AS.
+    @Test func withoutTransportCCREMBIsAnsweredAndACeilingIsWritten() throws {
+        let offer = try WebRTCOffer.parse(Fixtures.chromium)
+        let (sdp, media) = try WebRTCAnswer.make(for: offer, local: Fixtures.local, codecs: Fixtures.bothCodecs,
+                                                 feedback: [.nack, .pli, .fir, .remb], maximumBitrate: 12_345_678)
+        #expect(media.feedback == [.nack, .pli, .fir, .remb] && media.transportWideCCID == nil)
+        let lines = Self.lines(sdp)
+        #expect(!sdp.contains("transport-cc") && !sdp.contains(WebRTCAnswer.transportWideCCURI))
+        let video = try #require(lines.firstIndex { $0.hasPrefix("m=video") })
+        // RFC 4566 §5: c= then b= then the attributes.
+        #expect(Array(lines[video + 1...video + 3]) == ["c=IN IP4 192.0.2.10", "b=AS:12345", "b=TIAS:12345678"])
+    }
+
+    /// An offer with transport-cc feedback but not its header extension (or the reverse) gets REMB: feedback
+    /// without sequence numbers to report is nothing.
+    @Test func transportCCNeedsItsExtensionToo() throws {
+        let withoutExtension = Fixtures.chromium.replacingOccurrences(of: "a=extmap:4 \(WebRTCAnswer.transportWideCCURI)\r\n", with: "")
+            .replacingOccurrences(of: "a=extmap:4 \(WebRTCAnswer.transportWideCCURI)\n", with: "")
+        #expect(!withoutExtension.contains(WebRTCAnswer.transportWideCCURI))
+        let (_, media) = try Self.answer(withoutExtension)
+        #expect(media.feedback.contains(.remb) && !media.feedback.contains(.transportCC) && media.transportWideCCID == nil)
     }
 
     @Test func aBundleOnlyVideoBehindARejectedTagIsAccepted() throws {

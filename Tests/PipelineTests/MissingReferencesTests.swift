@@ -26,5 +26,8 @@ import Testing
         #expect(missing.missing(before: Self.unit(frameNum: 1), afterLoss: true) == 1)
         // Without a loss, a gap is the stream's own (gaps_in_frame_num allowed): not counted.
         #expect(missing.missing(before: Self.unit(frameNum: 5), afterLoss: false) == 0)
+        // A step back (6 after 5 is none missing; then 3): not 13 missing pictures.
+        #expect(missing.missing(before: Self.unit(frameNum: 6), afterLoss: true) == 0)
+        #expect(missing.missing(before: Self.unit(frameNum: 3), afterLoss: true) == 0)
     }
 }

@@ -45,6 +45,24 @@ import Testing
         _ = expectRefused(Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\nremb = \"no\"\n", line: 8, message: "remb must be true or false")
     }
 
+    @Test func transportCCAndACeilingAreSetOnAWhipStreamOnly() throws {
+        let (folder, name) = try Self.tokenFile()
+        let defaults = try #require(try ConfigurationLoader.parse(
+            Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\n", file: folder + "/c.toml").streams.first?.webrtc)
+        #expect(defaults.transportCC && defaults.feedback.contains(.transportCC) && defaults.maximumBitrate == nil)
+        #expect(defaults.startBitrate == ReceiverBitrateAllowance.initial)
+        let settings = try #require(try ConfigurationLoader.parse(
+            Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(name)\"\ntransport_cc = false\nmax_bitrate = 1500000\n",
+            file: folder + "/c.toml").streams.first?.webrtc)
+        #expect(!settings.transportCC && !settings.feedback.contains(.transportCC) && settings.feedback.contains(.remb))
+        // A ceiling under REMB's start is where a sender starts.
+        #expect(settings.maximumBitrate == 1_500_000 && settings.startBitrate == 1_500_000)
+        _ = expectRefused(Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\ntransport_cc = false\n", line: 7,
+                          message: "transport_cc applies to listen = \"whip\" streams only")
+        _ = expectRefused(Self.webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip\"\ntoken_file = \"\(folder)/\(name)\"\nmax_bitrate = 5\n", line: 8,
+                          message: "max_bitrate")
+    }
+
     @Test func aTokenReadableByEveryoneIsWarnedAbout() throws {
         let (folder, name) = try Self.tokenFile(mode: 0o644)
         let configuration = try ConfigurationLoader.parse(

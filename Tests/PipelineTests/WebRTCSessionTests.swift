@@ -16,28 +16,29 @@ import Testing
         let keys: DTLSKeyingMaterial
     }
 
-    static func offer(fingerprint: String) -> String {
+    static func offer(fingerprint: String, transportCC: Bool = false) -> String {
         """
         v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE video0\r\n\
         m=video 9 UDP/TLS/RTP/SAVPF 96 97\r\nc=IN IP4 0.0.0.0\r\na=setup:actpass\r\na=ice-ufrag:client1\r\n\
         a=ice-pwd:clientpassword0123456789xyz\r\na=rtcp-mux\r\na=sendonly\r\na=mid:video0\r\n\
         a=rtpmap:96 H264/90000\r\na=rtcp-fb:96 nack\r\na=rtcp-fb:96 nack pli\r\n\
+        \(transportCC ? "a=rtcp-fb:96 transport-cc\r\na=extmap:3 \(WebRTCAnswer.transportWideCCURI)\r\n" : "")\
         a=fmtp:96 packetization-mode=1;profile-level-id=42e01f\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\n\
         a=fingerprint:sha-256 \(fingerprint)\r\n
         """
     }
 
     /// A session past ICE and DTLS.
-    static func connected() throws -> Connected {
+    static func connected(transportCC: Bool = false) throws -> Connected {
         let server = try DTLSIdentity.generate()
         let clientIdentity = try DTLSIdentity.generate()
-        let offer = try WebRTCOffer.parse(Self.offer(fingerprint: clientIdentity.fingerprintText))
+        let offer = try WebRTCOffer.parse(Self.offer(fingerprint: clientIdentity.fingerprintText, transportCC: transportCC))
         let local = WebRTCAnswer.LocalParameters(iceUsernameFragment: "server1", icePassword: localPassword,
                                                  fingerprintSHA256: server.fingerprintSHA256, candidates: [("127.0.0.1", 9)], sessionID: 1)
         let answer = try WebRTCAnswer.make(for: offer, local: local, codecs: [.h264])
         #expect(answer.media.retransmissionPayloadType == 97)
         let session = WebRTCSession(id: "s1", stream: "screen", connection: 1, local: ("server1", localPassword), offer: offer,
-                                    media: answer.media, identity: server, now: 0)
+                                    media: answer.media, identity: server, maximumBitrate: nil, now: 0)
         let source = try SocketAddress(ipAddress: "127.0.0.1", port: 40000)
         let request = STUNMessage.bindingRequest(
             transactionID: Array(repeating: 7, count: 12), username: session.expectedUsername, priority: 1,
@@ -190,5 +191,59 @@ extension WebRTCSessionTests {
         #expect(connected.session.takeSourceChange() == nil && connected.session.reception.ssrc == Self.second)
         guard case .video = try Self.send(connected, 2, ssrc: Self.third, now: soon + 1) else { Issue.record("not followed after the interval"); return }
         #expect(connected.session.takeSourceChange()?.to == Self.third)
+    }
+}
+
+/// Transport-wide feedback from a connected session, as the browser reads it: every packet the sender numbered,
+/// an RTX retransmission and a padding-only probe too, at the time it arrived.
+extension WebRTCSessionTests {
+    /// An RTP packet carrying transport-wide sequence number `transport` in a one-byte extension element (id 3),
+    /// with `padding` bytes of padding and nothing else when `payload` is empty; protected as the browser would.
+    static func numbered(_ sequence: UInt16, transport: UInt16, payloadType: UInt8 = 96, ssrc: UInt32 = 0x1234_5678, payload: [UInt8],
+                         padding: UInt8 = 0, keys: DTLSKeyingMaterial) throws -> [UInt8] {
+        var packet: [UInt8] = [0x90 | (padding > 0 ? 0x20 : 0), payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xff), 0, 0, 0x0b, 0xb8,
+                               UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff),
+                               0xBE, 0xDE, 0, 1, 0x31, UInt8(transport >> 8), UInt8(transport & 0xff), 0]
+        packet += payload
+        if padding > 0 { packet += [UInt8](repeating: 0, count: Int(padding) - 1) + [padding] }
+        return try SRTPSendContext(keying: keys, localIsDTLSClient: true).protectRTP(packet).get()
+    }
+
+    @Test func everyNumberedPacketIsReportedRetransmissionsAndProbesToo() throws {
+        let connected = try Self.connected(transportCC: true)
+        let session = connected.session
+        #expect(session.media.feedback.contains(.transportCC) && session.media.transportWideCCID == 3 && !session.media.feedback.contains(.remb))
+        let millisecond: UInt64 = 1_000_000
+        let start: UInt64 = 7_000 * millisecond
+        // Media 1000, 1001, (1002 lost), 1003; then 1002 comes back as RTX (payload type 97, its own SSRC), and a
+        // padding probe on that SSRC.
+        for (sequence, transport, at) in [(UInt16(1000), UInt16(500), UInt64(0)), (1001, 501, 2), (1003, 503, 5)] {
+            _ = session.receiveSRTP(try Self.numbered(sequence, transport: transport, payload: [0x41, 1], keys: connected.keys), now: start + at * millisecond)
+        }
+        guard case .video = session.receiveSRTP(try Self.numbered(1, transport: 504, payloadType: 97, ssrc: 0x0BAD_F00D, payload: [0x03, 0xEA, 0x41, 2], keys: connected.keys),
+                                                now: start + 9 * millisecond) else { Issue.record("the retransmission was not taken"); return }
+        guard case .nothing = session.receiveSRTP(try Self.numbered(2, transport: 505, payloadType: 97, ssrc: 0x0BAD_F00D, payload: [], padding: 200, keys: connected.keys),
+                                                  now: start + 10 * millisecond) else { Issue.record("a probe is not video"); return }
+        #expect(session.dueTransportFeedback(now: start + 20 * millisecond).isEmpty, "before the interval")
+        let datagrams = session.dueTransportFeedback(now: start + TransportWideFeedbackRecorder.interval)
+        try #require(datagrams.count == 1)
+        let clear = try SRTPReceiveContext(keying: connected.keys, remoteIsDTLSClient: false).unprotectRTCP(datagrams[0]).get()
+        let packets = try RTCPPacketSummary.parseCompound(clear)
+        guard case .transportWideFeedback(let feedback)? = packets.last else { Issue.record("\(packets)"); return }
+        #expect(feedback.senderSSRC == session.localSSRC && feedback.mediaSSRC == 0x1234_5678)
+        #expect(feedback.baseSequenceNumber == 500 && feedback.statusCount == 6)
+        #expect(feedback.received.map(\.sequenceNumber) == [500, 501, 503, 504, 505])
+        // 0, 2, 5, 9 and 10 ms after the first: 0, 8, 12, 16 and 4 ticks of 250 us between them.
+        #expect(feedback.received.dropFirst().map(\.delta) == [8, 12, 16, 4])
+        // Nothing again until something new arrives.
+        #expect(session.dueTransportFeedback(now: start + 500 * millisecond).isEmpty)
+    }
+
+    /// Without transport-cc in the offer, no transport-wide feedback and REMB instead.
+    @Test func anOfferWithoutTransportCCGetsNone() throws {
+        let connected = try Self.connected()
+        #expect(!connected.session.media.feedback.contains(.transportCC))
+        _ = connected.session.receiveSRTP(try Self.numbered(1, transport: 1, payload: [0x41, 1], keys: connected.keys), now: 1)
+        #expect(connected.session.dueTransportFeedback(now: 1_000_000_000).isEmpty)
     }
 }

@@ -175,7 +175,7 @@ extension ChromiumShareTests {
 }
 
 /// Debian's Chromium, or nil with a loud warning: the suite is then skipped, not failed.
-private let chromiumBinary: String? = {
+let chromiumBinary: String? = {
     let path = "/usr/bin/chromium"
     guard FileManager.default.isExecutableFile(atPath: path) else {
         FileHandle.standardError.write(Data("""

@@ -31,8 +31,10 @@ import Testing
 
         let list = try shareRequest(port: whipPort, path: "/streams.json")
         #expect(list.status == 200 && list.header("Content-Type") == "application/json")
-        let streams = try JSONSerialization.jsonObject(with: Data(list.body)) as? [[String: String]]
-        #expect(streams == [["name": daemon.name, "whip": "/whip/\(daemon.name)"]], "\(list.text)")
+        // Each stream: its name, its WHIP path, and what the page asks the browser's encoder for (no max_bitrate: 20 Mbit/s).
+        let streams = try JSONSerialization.jsonObject(with: Data(list.body)) as? [[String: Any]]
+        #expect(streams?.count == 1 && streams?[0]["name"] as? String == daemon.name, "\(list.text)")
+        #expect(streams?[0]["whip"] as? String == "/whip/\(daemon.name)" && streams?[0]["maxBitrate"] as? Int == 20_000_000, "\(list.text)")
 
         // Other GETs are not ours: unknown paths stay 404, and a WHIP resource still answers as WHIP does.
         #expect(try shareRequest(port: whipPort, path: "/index.html").status == 404)

@@ -3,7 +3,7 @@ import FuzzSupport
 
 /// A compound RTCP datagram as a WebRTC receiver reads it. What parses is written again where there is a writer:
 /// a Generic NACK's sequence numbers through `genericNACK` must name the same set, and a REMB's bitrate through
-/// `receiverEstimatedMaximumBitrate` must come back no higher. The input's 16-bit words are also a loss list for
+/// `receiverEstimatedMaximumBitrate` must come back no higher, a transport-wide feedback message read back the same. The input's 16-bit words are also a loss list for
 /// the NACK packer, which must name exactly that set. Nothing may trap.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRTCP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -21,6 +21,10 @@ public func fuzzRTCP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             guard case .receiverEstimatedMaximumBitrate(sender, let decoded, ssrcs)? = try? RTCPPacketSummary.parseCompound(bytes).last,
                   decoded <= bitrate
             else { preconditionFailure("REMB did not come back") }
+        case .transportWideFeedback(let feedback):
+            guard feedback.statusCount > 0,
+                  case .transportWideFeedback(feedback)? = try? RTCPPacketSummary.parseCompound(RTCPTransportFeedback.transportWide(feedback)).last
+            else { preconditionFailure("transport-wide feedback did not come back") }
         default:
             break
         }

@@ -3,7 +3,9 @@ import FuzzSupport
 
 /// RTP parsing, RFC 3550 source validation, the reorder window and both depacketizers on a sequence of datagrams,
 /// as the daemon chains them: the input is [control byte] then datagrams, each prefixed by a 2-byte big-endian
-/// length. Bit 7 of the control byte bypasses the validator (the reorder buffer on its own).
+/// length. Bit 7 of the control byte bypasses the validator (the reorder buffer on its own). Each datagram's header
+/// extension is searched for a transport-wide sequence number (id from the control byte), recorded as arriving at
+/// the datagram's index in milliseconds, and the feedback for them must read back as written.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytes(data, size)
@@ -14,6 +16,8 @@ public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var packets = 0
     var offset = 1
     var nalBytes = 0
+    var transportFeedback = TransportWideFeedbackRecorder(senderSSRC: 1)
+    let extensionID = (control >> 1) % 15 + 1
     func depacketize(_ packet: RTPPacket) {
         depacketizer.push(packet) { event in
             if case .nalUnit(let unit, _) = event {
@@ -27,6 +31,9 @@ public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         offset += 2
         let datagram = input[offset..<min(offset + length, input.count)]
         offset += datagram.count
+        if let sequence = RTPHeaderExtensions.transportSequenceNumber(id: extensionID, in: datagram) {
+            transportFeedback.record(sequenceNumber: sequence, mediaSSRC: 2, arrival: 1_000_000_000 + UInt64(offset) * 1_000_000)
+        }
         guard let packet = try? RTPPacket(parsing: datagram) else { continue }
         if control & 0x80 != 0 {
             reorder.push(packet, depacketize)
@@ -46,6 +53,13 @@ public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     validator.flush { if case .packet(let packet) = $0 { reorder.push(packet, depacketize) } }
     reorder.flush(depacketize)
+    for message in transportFeedback.feedback(now: .max) {
+        let written = RTCPTransportFeedback.transportWide(message)
+        precondition(written.count < 1000, "a feedback message over its size")
+        guard case .transportWideFeedback(message)? = try? RTCPPacketSummary.parseCompound(written).last else {
+            preconditionFailure("our own transport-wide feedback does not read back")
+        }
+    }
     return 0
 }
 

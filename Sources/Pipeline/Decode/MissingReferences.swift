@@ -25,7 +25,9 @@ struct MissingReferences: Sendable {
         }
         guard unit.randomAccess != .idr, let previous = previousReference, value != previous else { return 0 }
         let gap = (value &- previous &- 1 &+ modulus) % modulus
-        guard gap > 0 else { return 0 }
+        // Half the modulus or more is a step back (a damaged picture's number, a late one), not tens of thousands
+        // of pictures lost: a 2 % lossy link at 20 Mbit/s counted 590 000 in 30 s before this.
+        guard gap > 0, gap < modulus / 2 else { return 0 }
         // As the decoder infers frames for the gap (8.2.5.2), the jump is counted once.
         previousReference = (value &- 1 &+ modulus) % modulus
         return afterLoss ? max(0, gap - alreadyCounted) : 0

@@ -41,7 +41,9 @@ struct RTPIngest {
     /// - Parameter authenticatedSources: the transport authenticated every packet (SRTP) and hands over only its
     ///   sender's current SSRC: a new one is the sender's new source at its first packet, without probation.
     init(codec: VideoCodec, payloadType: UInt8, maximumNALUnitSize: Int, reorderWindow: Int, authenticatedSources: Bool = false) {
-        validator = RTPSourceValidator(minimumSequential: authenticatedSources ? 1 : RTPSourceValidator.minimumSequential)
+        validator = authenticatedSources
+            ? RTPSourceValidator(minimumSequential: 1, maximumLateness: RTPSourceValidator.maximumDropout)
+            : RTPSourceValidator()
         self.codec = codec
         self.payloadType = payloadType
         self.maximumNALUnitSize = maximumNALUnitSize

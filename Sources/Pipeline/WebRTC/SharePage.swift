@@ -53,6 +53,7 @@ localhost on the daemon's machine (for example through an SSH tunnel to the WHIP
       <dt>Connection</dt><dd id="sendState">not connected</dd>
       <dt>Codec</dt><dd id="sendCodec">–</dd>
       <dt>Bitrate</dt><dd id="sendRate">–</dd>
+      <dt>Allowed</dt><dd id="sendAllowed">–</dd>
       <dt>Frame rate</dt><dd id="sendFps">–</dd>
       <dt>Resolution</dt><dd id="sendSize">–</dd>
       <dt>Limited by</dt><dd id="sendLimit">–</dd>
@@ -93,6 +94,7 @@ async function loadStreams() {
       const option = document.createElement('option');
       option.value = stream.whip;
       option.textContent = stream.name;
+      option.dataset.maxBitrate = String(stream.maxBitrate || 0);
       $('stream').append(option);
     }
     if (streams.length === 0) say('No stream takes WebRTC: give one listen = "whip" in the daemon\'s configuration.', true);
@@ -142,7 +144,8 @@ async function share(kind) {
   track.contentHint = kind === 'screen' ? 'detail' : 'motion';
   const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
   const run = session.run + 1;
-  session = { run, pc, media, whip, location: null, last: null };
+  session = { run, pc, media, whip, location: null, last: null, history: [] };
+  window.shareHistory = session.history;
   // The browser's own "Stop sharing" bar ends the track: end the session with it.
   track.addEventListener('ended', () => { if (session.run === run) stop(); });
   $('local').srcObject = media;
@@ -159,7 +162,18 @@ async function share(kind) {
       stop(true);
     }
   });
-  preferH264(pc.addTransceiver(track, { direction: 'sendonly', streams: [media] }));
+  // The encoder may use what the stream allows (max_bitrate): Chromium otherwise holds a 1080p screen to about
+  // 2.5 Mbit/s whatever the link carries. A screen keeps its resolution when the encoder must give way.
+  const maxBitrate = Number($('stream').selectedOptions[0].dataset.maxBitrate) || undefined;
+  const transceiver = pc.addTransceiver(track, { direction: 'sendonly', streams: [media], sendEncodings: [{ maxBitrate }] });
+  preferH264(transceiver);
+  try {
+    const parameters = transceiver.sender.getParameters();
+    parameters.degradationPreference = kind === 'screen' ? 'maintain-resolution' : 'balanced';
+    await transceiver.sender.setParameters(parameters);
+  } catch (error) {
+    console.warn('setParameters', error);
+  }
   try {
     await pc.setLocalDescription(await pc.createOffer());
     await gathered(pc);
@@ -214,14 +228,27 @@ async function statistics(run) {
   while (session.run === run) {
     try {
       const report = await session.pc.getStats();
-      let out;
-      report.forEach(entry => { if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry; });
+      let out, pair;
+      report.forEach(entry => {
+        if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
+        if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
+      });
+      // What the browser's congestion control allows itself on this connection (the daemon's feedback drives it).
+      const allowed = pair && pair.availableOutgoingBitrate;
+      if (allowed) set('sendAllowed', `${Math.round(allowed / 1000)} kbit/s`);
       if (out && session.run === run) {
         const last = session.last;
+        let rate;
         if (last && out.timestamp > last.timestamp) {
-          set('sendRate', `${Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp))} kbit/s`);
+          rate = Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp));
+          set('sendRate', `${rate} kbit/s`);
         }
         session.last = { bytesSent: out.bytesSent, timestamp: out.timestamp };
+        // Ten minutes of seconds, for whoever looks (and for the tests, through window.shareHistory).
+        session.history.push({ time: out.timestamp, sentKbps: rate, allowedKbps: allowed && Math.round(allowed / 1000),
+                               fps: out.framesPerSecond, width: out.frameWidth, height: out.frameHeight,
+                               framesEncoded: out.framesEncoded, limit: out.qualityLimitationReason });
+        if (session.history.length > 600) session.history.shift();
         const codec = out.codecId && report.get(out.codecId);
         set('sendCodec', codec ? codec.mimeType.replace('video/', '') + (codec.sdpFmtpLine ? ` (${codec.sdpFmtpLine})` : '') : '–');
         set('sendFps', out.framesPerSecond !== undefined ? String(out.framesPerSecond) : '–');

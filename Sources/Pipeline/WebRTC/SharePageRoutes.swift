@@ -51,7 +51,8 @@ enum SharePageRoutes {
     static func streamList(_ routes: [String: WebRTCRoute]) -> String {
         let entries = routes.keys.sorted().map { name in
             let quoted = jsonString(name)
-            return "{\"name\":\(quoted),\"whip\":\(jsonString("/whip/" + name))}"
+            let bitrate = routes[name]?.settings.maximumBitrate ?? WebRTCSettings.sharePageDefaultBitrate
+            return "{\"name\":\(quoted),\"whip\":\(jsonString("/whip/" + name)),\"maxBitrate\":\(bitrate)}"
         }
         return "[" + entries.joined(separator: ",") + "]\n"
     }

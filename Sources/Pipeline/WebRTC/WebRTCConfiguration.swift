@@ -44,12 +44,26 @@ public struct WebRTCSettings: Sendable, Equatable {
     public var tokenFile: String
     /// Reorder window and keyframe requests; payload type and clock rate come from the negotiated session.
     public var rtp: RTPSettings
-    /// `remb = false`: no REMB offered or sent; the sender's congestion control has only its loss-based estimate.
+    /// `remb = false`: no REMB offered or sent, to a sender without transport-cc.
     public var remb = true
+    /// `transport_cc = false`: transport-wide feedback never answered; the sender follows REMB (or its losses).
+    public var transportCC = true
+    /// `max_bitrate` (bits per second): the sender's ceiling, in the answer (`b=TIAS`, `b=AS`), in REMB and as the
+    /// share page's encoder limit; nil: none but the sender's own (REMB at most 50 Mbit/s).
+    public var maximumBitrate: UInt64?
+
+    /// What the share page asks the browser's encoder for when `max_bitrate` is not set: room for a 1080p screen
+    /// in motion (Chromium allows itself about 2.5 Mbit/s otherwise).
+    static let sharePageDefaultBitrate: UInt64 = 20_000_000
+
+    /// Where a libwebrtc sender starts its estimate (`x-google-start-bitrate` in the answer) instead of its own
+    /// 300 kbit/s, at which a 1080p screen's first keyframe takes seconds to pace out while the encoder drops
+    /// frames: REMB's start, within `max_bitrate`.
+    var startBitrate: UInt64 { min(ReceiverBitrateAllowance.initial, maximumBitrate ?? .max) }
 
     /// The RTCP feedback answers may offer to send.
     var feedback: Set<WebRTCAnswer.NegotiatedVideo.Feedback> {
-        Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { remb || $0 != .remb })
+        Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { (remb || $0 != .remb) && (transportCC || $0 != .transportCC) })
     }
 
     public init(token: BearerToken, tokenFile: String) {

@@ -45,6 +45,8 @@ final class WebRTCMetrics: Sendable {
     /// SRTP/SRTCP packets that failed authentication or were replayed: dropped.
     let srtpRejected: Counter
     let nacksSent: Counter
+    /// Transport-wide congestion control feedback messages sent (transport-cc).
+    let transportFeedbackSent: Counter
     /// Packets asked for by NACK that then arrived.
     let retransmissionsRecovered: Counter
     /// A sender that took a new SSRC mid-session (a restarted encoder), followed at once.
@@ -64,6 +66,7 @@ final class WebRTCMetrics: Sendable {
         stunRejected = counter("stun_rejected_total")
         srtpRejected = counter("srtp_rejected_total")
         nacksSent = counter("nacks_sent_total")
+        transportFeedbackSent = counter("transport_feedback_sent_total")
         retransmissionsRecovered = counter("retransmissions_recovered_total")
         ssrcChanges = counter("ssrc_changes_total")
         bytesReceived = counter("received_bytes_total")

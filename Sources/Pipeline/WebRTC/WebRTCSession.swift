@@ -52,9 +52,13 @@ final class WebRTCSession {
     static let sourceChangeInterval: UInt64 = 500_000_000
     /// Bytes received since the last bandwidth estimate, for REMB.
     private(set) var bytesSinceEstimate = 0
+    /// What REMB tells the sender, when REMB was negotiated.
+    private var allowance: ReceiverBitrateAllowance
+    /// Arrival times for transport-wide feedback, when transport-cc was negotiated.
+    private var transportFeedback: TransportWideFeedbackRecorder?
 
     init(id: String, stream: String, connection: ConnectionID, local: (ufrag: String, password: String), offer: WebRTCOffer,
-         media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, now: UInt64) {
+         media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, maximumBitrate: UInt64?, now: UInt64) {
         self.id = id
         self.stream = stream
         self.connection = connection
@@ -68,6 +72,10 @@ final class WebRTCSession {
         self.identity = identity
         createdAt = now
         lastConsent = now
+        allowance = ReceiverBitrateAllowance(ceiling: maximumBitrate)
+        if media.feedback.contains(.transportCC), media.transportWideCCID != nil {
+            transportFeedback = TransportWideFeedbackRecorder(senderSSRC: localSSRC)
+        }
     }
 
     /// The STUN USERNAME a client's checks carry (RFC 8445 §7.2.2: "our fragment:theirs").
@@ -166,6 +174,14 @@ final class WebRTCSession {
     func receiveSRTP(_ datagram: [UInt8], now: UInt64) -> Received {
         guard case .connected(_, let receive, _) = state, case .success(let clear) = receive.unprotectRTP(datagram) else { return .rejected }
         bytesSinceEstimate += datagram.count
+        // Every packet the sender numbered counts for its estimator, RTX and padding probes too, before anything
+        // else is asked of it (a probe's payload may be padding only).
+        if let id = media.transportWideCCID, transportFeedback != nil, clear.count >= 12,
+           let sequence = RTPHeaderExtensions.transportSequenceNumber(id: id, in: clear[...]) {
+            // The feedback names the video's SSRC (a probe's or a retransmission's is the repair SSRC).
+            let ssrc = reception.ssrc ?? clear[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            transportFeedback?.record(sequenceNumber: sequence, mediaSSRC: ssrc, arrival: now)
+        }
         guard var header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
         var packet = clear
         if header.payloadType == media.retransmissionPayloadType {
@@ -253,6 +269,12 @@ final class WebRTCSession {
         return (packets.compactMap(protectRTCP), missing.count)
     }
 
+    /// Transport-wide feedback due at `now` (transport-cc), each message protected in a compound packet of its own.
+    func dueTransportFeedback(now: UInt64) -> [[UInt8]] {
+        guard isConnected, let messages = transportFeedback?.feedback(now: now), !messages.isEmpty else { return [] }
+        return messages.map(RTCPTransportFeedback.transportWide).compactMap(protectRTCP)
+    }
+
     /// The periodic receiver report (RFC 3550 §6.4.2), and a REMB (the bandwidth the client may use) when
     /// negotiated; each protected, each a compound packet of its own.
     func periodicReports(now: UInt64, elapsedNanoseconds: UInt64) -> [[UInt8]] {
@@ -265,13 +287,11 @@ final class WebRTCSession {
         return packets.compactMap(protectRTCP)
     }
 
-    /// What the client may send: twice what arrived (so that an encoder starting low doubles each second up to
-    /// what a screen needs), at least 2 Mbit/s, at most 50; what arrived, less 15 %, after losses beyond repair.
+    /// What the client may send (`ReceiverBitrateAllowance`), from what arrived since the last estimate.
     private func estimateBitrate(elapsedNanoseconds: UInt64) -> UInt64 {
         defer { bytesSinceEstimate = 0 }
         let received = UInt64(bytesSinceEstimate) * 8 * 1_000_000_000 / max(elapsedNanoseconds, 1)
-        if loss.takeUnrecoveredCount() > 0 { return max(received * 85 / 100, 300_000) }
-        return min(max(received * 2, 2_000_000), 50_000_000)
+        return allowance.update(receivedBitrate: received, unrecoveredLosses: loss.takeUnrecoveredCount() > 0)
     }
 
     /// A PLI for a source's first packets: a session may start mid-GOP (a browser sends a keyframe first, an

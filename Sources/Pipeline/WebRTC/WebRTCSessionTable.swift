@@ -125,7 +125,8 @@ final class WebRTCSessionTable {
         let codecs: Set<VideoCodec> = route.configuration.codec.map { [$0] } ?? [.h264, .h265]
         let answer: (sdp: String, media: WebRTCAnswer.NegotiatedVideo)
         do {
-            answer = try WebRTCAnswer.make(for: offer, local: local, codecs: codecs, feedback: route.settings.feedback)
+            answer = try WebRTCAnswer.make(for: offer, local: local, codecs: codecs, feedback: route.settings.feedback,
+                                           maximumBitrate: route.settings.maximumBitrate, startBitrate: route.settings.startBitrate)
         } catch {
             return .refused(.noCodec, status: .unsupportedMediaType, message: "\(error)")
         }
@@ -136,7 +137,7 @@ final class WebRTCSessionTable {
         case .failure(let refusal): return refusal.outcome
         }
         let session = WebRTCSession(id: id, stream: name, connection: connection, local: credentials, offer: offer,
-                                    media: answer.media, identity: identity, now: now)
+                                    media: answer.media, identity: identity, maximumBitrate: route.settings.maximumBitrate, now: now)
         sessions[id] = session
         byUsername[session.expectedUsername] = id
         metrics.sessionsStarted.increment()
@@ -331,12 +332,15 @@ final class WebRTCSessionTable {
         if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
     }
 
-    /// Every 20 ms: NACKs due, DTLS retransmissions; every second: reports and bandwidth, expiry.
+    /// Every 20 ms: NACKs due, DTLS retransmissions, transport-wide feedback; every second: reports and bandwidth, expiry.
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
             session.handleTimers { send?($0, remote) }
             sendRetransmissionRequests(of: session, to: remote, now: now)
+            let feedback = session.dueTransportFeedback(now: now)
+            for packet in feedback { send?(packet, remote) }
+            if !feedback.isEmpty { metrics.transportFeedbackSent.increment(by: Int64(feedback.count)) }
         }
         guard now &- lastReport >= 1_000_000_000 else { return }
         let elapsed = lastReport == 0 ? 1_000_000_000 : now &- lastReport

@@ -1,0 +1,70 @@
+import Foundation
+import Glibc
+import StreamrecvTestSupport
+import Testing
+
+/// A real desktop shared as a person shares it (scripts/real-screen-share.py): an X screen (Xvfb, 1920x1080) with a
+/// document of 7 pt text and a moving picture, Debian's Chromium not headless on it, the share page typed into and
+/// clicked through the X server, the whole screen picked, and the ring read by the Python reader while x11grab
+/// records the same screen. What a person sharing a desktop needs, checked:
+/// - every frame at the screen's size, none flagged;
+/// - the first frame in the ring soon after the click, and no second without a frame after it;
+/// - the document as sharp as the screen (luma PSNR against x11grab);
+/// - Chromium allowed more than a start rate: the daemon answers transport-cc and tells it where to start. (The
+///   build before answered REMB only, which held Chromium at exactly 2 Mbit/s; without the start rate, transport-cc
+///   alone let a 1080p screen start at 0.3 Mbit/s, 1 to 15 frames a second for 20 s.)
+@Suite(.serialized, .enabled(if: chromiumBinary != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/Xvfb")
+                                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/xdotool"),
+                              "needs chromium, xvfb and xdotool (make test installs them)"))
+struct RealScreenShareTests {
+    @Test func aDesktopSharedFromThePageArrivesWholeSharpAndAtOnce() throws {
+        let (daemon, whipPort, _) = try WebRTCIngestTests.daemon(
+            "realscreen", settings: ["max_width": "1920", "max_height": "1080", "slots": "8", "hwaccel": "\"none\""])
+        let tokenPath = daemon.directory.appendingPathComponent("share.token").path
+        try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
+        chmod(tokenPath, 0o600)
+        let work = daemon.directory.appendingPathComponent("screen")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/real-screen-share.py").path
+        let run = try runProcess("/usr/bin/python3", [script, "http://127.0.0.1:\(whipPort)/", "--stream", daemon.name,
+                                                      "--token-file", tokenPath, "--shm-name", daemon.shmName,
+                                                      "--work", work.path, "--seconds", "15"])
+        let logs = ["chromium.log", "xvfb.log", "ffplay.log"].map { name in
+            "\(name): " + ((try? String(contentsOfFile: work.appendingPathComponent(name).path, encoding: .utf8)) ?? "")
+                .split(separator: "\n").filter { !$0.contains("dbus") }.suffix(15).joined(separator: "\n")
+        }.joined(separator: "\n")
+        let context = "\(run.text.suffix(2000))\n\(logs)\ndaemon: \(daemon.log.suffix(3000))"
+        let lastLine = run.text.split(separator: "\n").last.map(String.init) ?? ""
+        let result = try #require(try? JSONSerialization.jsonObject(with: Data(lastLine.utf8)) as? [String: Any], "\(context)")
+        try #require(result["failed"] == nil && (result["frames"] as? Int ?? 0) > 0, "\(context)")
+
+        #expect(result["sizes"] as? [String] == ["1920x1080"], "\(result["sizes"] ?? "none")")
+        #expect(result["corrupt"] as? Int == 0, "\(context)")
+        // The click to the first frame readable: the goal is 1.0 s (0.35 to 0.8 s measured with a release build on
+        // 2 cores); a debug build beside other tests gets 1.5.
+        let clicked = try #require(result["clicked_ns"] as? Int), first = try #require(result["first_frame_ns"] as? Int)
+        let clickToFrame = Double(first - clicked) / 1e6
+        #expect(clickToFrame < 1500, "click → first frame \(clickToFrame) ms")
+        // Every second after the first has frames, and never a second's gap.
+        let perSecond = result["frames_per_second"] as? [Int] ?? []
+        #expect(perSecond.count >= 12 && perSecond.dropFirst().dropLast().allSatisfy { $0 > 0 }, "frames per second: \(perSecond)")
+        let gap = result["longest_gap_ms"] as? Double ?? .infinity
+        #expect(gap < 1000, "longest gap \(gap) ms; frames per second: \(perSecond)")
+        // The document: luma PSNR against the screen as x11grab saw it (38.4 dB median measured).
+        let document = (result["psnr_y_document"] as? [Double] ?? []).sorted()
+        try #require(document.count >= 6, "\(result["grabbed"] ?? 0) frames grabbed; \(document)")
+        #expect(document[document.count / 2] >= 36, "document PSNR-Y: \(document)")
+        // What Chromium allowed itself from 5 s on (its getStats' availableOutgoingBitrate, once a second).
+        let history = result["history"] as? [[String: Any]] ?? []
+        let allowed = history.dropFirst(5).compactMap { $0["allowedKbps"] as? Int }.sorted()
+        try #require(allowed.count >= 5, "\(history)")
+        #expect(allowed[allowed.count / 2] > 2500, "allowed kbit/s from 5 s: \(allowed)")
+        print("""
+            RealScreenShareTests: \(result["frames"] ?? 0) frames, click → first frame \(Int(clickToFrame)) ms, frames per second \(perSecond), \
+            longest gap \(Int(gap)) ms, document PSNR-Y median \(document[document.count / 2]) dB, \
+            screen PSNR-Y \((result["psnr_y_screen"] as? [Double] ?? []).sorted().map { Int($0) }), \
+            allowed kbit/s \(history.map { $0["allowedKbps"] as? Int ?? 0 }), sent kbit/s \(history.map { $0["sentKbps"] as? Int ?? 0 })
+            """)
+        #expect(daemon.isRunning)
+    }
+}

@@ -1,0 +1,283 @@
+#!/usr/bin/python3
+"""What Chromium allows itself when it shares into streamrecvd, against what it allows itself when it shares to
+another browser: one run, the same fake camera clip, one share after another, alternating.
+
+Receivers (each `--rounds` times, in turn):
+  daemon-tcc   this build, transport-cc answered (the default)
+  daemon-remb  this build, `transport_cc = false`: REMB only
+  baseline     `--baseline` (another build's streamrecvd, e.g. the last release's), its defaults
+  browser      a second RTCPeerConnection in the same page (Chromium's own receiver: transport-cc)
+
+For each share, once a second from getStats: `availableOutgoingBitrate` of the connection (what the sender's
+congestion control allows), the encoder's bitrate, frame rate and size. Writes a markdown section to stdout and
+the raw seconds as JSON to --json. Needs Debian's chromium; called by hand (docs/benchmarks.md has the command).
+
+With --screen, each share is of a real X screen instead of the fake camera (scripts/real-screen-share.py: Xvfb,
+Chromium not headless, a document of small text and a moving picture), and for the daemons also the click to
+the first frame readable, the frames per second in the ring and the document's luma PSNR against x11grab.
+"""
+import argparse
+import http.server
+import importlib.util
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKEN = "bench-share-bitrate-Xq7v2KpL9wZr4mTn8sYb"
+spec = importlib.util.spec_from_file_location("chromium_share", os.path.join(ROOT, "scripts/chromium-share.py"))
+chromium_share = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(chromium_share)
+
+# Browser to browser: the page shares the fake camera from one RTCPeerConnection to another, H.264 first, with
+# the encoder settings the share page uses, and records the same fields as the share page's window.shareHistory.
+LOOPBACK_PAGE = """<!doctype html><meta charset="utf-8"><title>loopback share</title><video id="seen" autoplay muted></video>
+<script>
+window.shareHistory = [];
+(async () => {
+  const media = await navigator.mediaDevices.getUserMedia({ video: { frameRate: 30, width: { ideal: 1280 }, height: { ideal: 720 } } });
+  const track = media.getVideoTracks()[0];
+  track.contentHint = 'motion';
+  const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
+  sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
+  receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
+  receiver.ontrack = e => { document.getElementById('seen').srcObject = new MediaStream([e.track]); };
+  const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: MAX_BITRATE }] });
+  const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
+    .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
+  transceiver.setCodecPreferences(codecs);
+  await sender.setLocalDescription(await sender.createOffer());
+  await receiver.setRemoteDescription(sender.localDescription);
+  await receiver.setLocalDescription(await receiver.createAnswer());
+  await sender.setRemoteDescription(receiver.localDescription);
+  let last;
+  window.connectedAt = null;
+  sender.onconnectionstatechange = () => { if (sender.connectionState === 'connected') window.connectedAt = performance.now(); };
+  setInterval(async () => {
+    const report = await sender.getStats();
+    let out, pair;
+    report.forEach(entry => {
+      if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
+      if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
+    });
+    if (!out) return;
+    const rate = last && out.timestamp > last.timestamp ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined;
+    last = out;
+    const allowed = pair && pair.availableOutgoingBitrate;
+    window.shareHistory.push({ time: out.timestamp, sentKbps: rate, allowedKbps: allowed && Math.round(allowed / 1000),
+      fps: out.framesPerSecond, width: out.frameWidth, height: out.frameHeight, framesEncoded: out.framesEncoded,
+      limit: out.qualityLimitationReason });
+  }, 1000);
+})();
+</script>
+"""
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def browser_share(options, work, clip, max_bitrate):
+    """Chromium to Chromium in one page; the page's seconds."""
+    page_text = LOOPBACK_PAGE.replace("MAX_BITRATE", str(max_bitrate)).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page_text)))
+            self.end_headers()
+            self.wfile.write(page_text)
+
+        def log_message(self, *arguments):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    profile = tempfile.mkdtemp(prefix="profile.", dir=work)
+    arguments = argparse.Namespace(chromium=options.chromium, profile=profile, window_size="1280,900", clip=clip, trust_spki=None)
+    browser = chromium_share.DevTools(chromium_share.chromium_arguments(arguments), open(os.path.join(work, "chromium-browser.log"), "a"))
+    try:
+        page = chromium_share.Page(browser, f"http://127.0.0.1:{server.server_address[1]}/")
+        page.wait_for("window.connectedAt !== null", "no loopback connection", timeout=30)
+        started = time.monotonic()
+        while time.monotonic() - started < options.seconds + 1:
+            browser.pump(0.25)
+        return page.evaluate("window.shareHistory")
+    finally:
+        browser.close()
+        server.shutdown()
+
+
+def daemon_share(options, work, clip, port, stream):
+    """The share page of the daemon at `port` into `stream`; the page's seconds."""
+    profile = tempfile.mkdtemp(prefix="profile.", dir=work)
+    proceed = os.path.join(work, "proceed")
+    open(proceed, "w").close()
+    result = subprocess.run(
+        ["/usr/bin/python3", os.path.join(ROOT, "scripts/chromium-share.py"), f"http://127.0.0.1:{port}/",
+         "--stream", stream, "--token-file", os.path.join(work, "token"), "--clip", clip,
+         "--screenshot", os.path.join(work, f"{stream}.png"), "--profile", profile, "--proceed-file", proceed,
+         "--sample-seconds", str(options.seconds + 1), "--chromium", options.chromium, "--skip-picture"],
+        capture_output=True, text=True, timeout=options.seconds + 120)
+    try:
+        return json.loads(result.stdout.strip().splitlines()[-1])["history"]
+    except (IndexError, KeyError, ValueError):
+        print(f"share into {stream} failed: {result.stdout[-300:]} {result.stderr[-800:]}", file=sys.stderr)
+        return None
+
+
+def screen_share(options, work, receiver, port=None, stream=None):
+    """A real screen shared into `stream` of the daemon at `port`, or browser to browser; (seconds, figures)."""
+    folder = tempfile.mkdtemp(prefix="screen.", dir=work)
+    command = ["/usr/bin/python3", os.path.join(ROOT, "scripts/real-screen-share.py"), "--work", folder,
+               "--seconds", str(options.seconds), "--chromium", options.chromium]
+    if receiver == "browser":
+        command += ["--receiver", "browser"]
+    else:
+        command += [f"http://127.0.0.1:{port}/", "--stream", stream, "--token-file", os.path.join(work, "token"),
+                    "--shm-name", "streamrecv-" + stream]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=options.seconds + 240)
+    try:
+        output = json.loads(result.stdout.strip().splitlines()[-1])
+        history = output["history"]
+    except (IndexError, KeyError, ValueError):
+        print(f"screen share ({receiver} {stream}) failed: {result.stdout[-300:]} {result.stderr[-800:]}", file=sys.stderr)
+        return None
+    figures = {}
+    if output.get("first_frame_ns") and output.get("clicked_ns"):
+        figures["click_to_frame_ms"] = round((output["first_frame_ns"] - output["clicked_ns"]) / 1e6)
+        per_second = output.get("frames_per_second", [])[1:-1]
+        figures["ring_fps_min"] = min(per_second) if per_second else None
+        document = sorted(output.get("psnr_y_document", []))
+        figures["document_psnr_y"] = round(document[len(document) // 2], 1) if document else None
+        figures["longest_gap_ms"] = round(output.get("longest_gap_ms") or 0)
+    return history, figures
+
+
+def start_daemon(binary, work, name, streams):
+    http_port, media_port = free_port(), free_port()
+    path = os.path.join(work, f"{name}.toml")
+    with open(path, "w") as configuration:
+        configuration.write(f'[daemon]\nlog_level = "notice"\n[webrtc]\nlisten = "127.0.0.1:{http_port}"\nmedia = "127.0.0.1:{media_port}"\n')
+        for stream, extra in streams:
+            configuration.write(f'[[stream]]\nname = "{stream}"\nlisten = "whip"\ntoken_file = "token"\nhwaccel = "none"\n{extra}')
+    log = open(os.path.join(work, f"{name}.log"), "w")
+    process = subprocess.Popen([binary, "--config", path], stdout=log, stderr=log)
+    time.sleep(1.5)
+    if process.poll() is not None:
+        sys.exit(f"{binary} did not start: see {log.name}")
+    return process, http_port
+
+
+def summary(seconds, skip):
+    """Median, 10th and 90th percentile of the allowed bitrate from `skip` seconds on, and of what was sent."""
+    later = [entry for entry in seconds[skip:] if entry.get("allowedKbps")]
+    allowed = sorted(entry["allowedKbps"] for entry in later)
+    sent = sorted(entry["sentKbps"] for entry in later if entry.get("sentKbps") is not None)
+    sizes = sorted({f"{entry['width']}x{entry['height']}" for entry in later if entry.get("width")})
+
+    def pick(values, fraction):
+        return values[min(len(values) - 1, int(fraction * len(values)))] if values else None
+    return {"allowed_p50": pick(allowed, 0.5), "allowed_p10": pick(allowed, 0.1), "allowed_p90": pick(allowed, 0.9),
+            "sent_p50": pick(sent, 0.5), "sizes": sizes, "seconds": len(later)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--daemon", default=os.path.join(ROOT, ".build/release/streamrecvd"))
+    parser.add_argument("--baseline", help="another build's streamrecvd, run with its defaults")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=int, default=20, help="of each share")
+    parser.add_argument("--max-bitrate", type=int, default=20_000_000, help="the loopback page's encoder ceiling (the share page's default)")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--json", help="write every share's seconds here")
+    parser.add_argument("--screen", action="store_true", help="share a real X screen instead of the fake camera")
+    options = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="streamrecvd-bench-share.")
+    with open(os.path.join(work, "token"), "w") as token:
+        token.write(TOKEN + "\n")
+    os.chmod(os.path.join(work, "token"), 0o600)
+    clip = os.path.join(work, "clip.y4m")
+    # A moving test picture with film grain: an encoder that wants more than Chromium's start rate.
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-vf", "noise=alls=12:allf=t",
+                    "-frames:v", "60", "-pix_fmt", "yuv420p", clip], check=True)
+    # No max_bitrate: the share page asks the encoder for 20 Mbit/s as the loopback page does, and nothing in the
+    # answer caps the estimate (with b=AS, Chromium reports the ceiling as its available bitrate from the start).
+    daemons = {"daemon": start_daemon(options.daemon, work, "daemon", [("tcc", ""), ("remb", "transport_cc = false\n")])}
+    if options.baseline:
+        daemons["baseline"] = start_daemon(options.baseline, work, "baseline", [("base", "")])
+    if options.screen:
+        receivers = [("daemon-tcc", lambda: screen_share(options, work, "daemon", daemons["daemon"][1], "tcc")),
+                     ("daemon-remb", lambda: screen_share(options, work, "daemon", daemons["daemon"][1], "remb"))]
+        if options.baseline:
+            receivers.append(("baseline", lambda: screen_share(options, work, "daemon", daemons["baseline"][1], "base")))
+        receivers.append(("browser", lambda: screen_share(options, work, "browser")))
+    else:
+        receivers = [("daemon-tcc", lambda: (daemon_share(options, work, clip, daemons["daemon"][1], "tcc"), {})),
+                     ("daemon-remb", lambda: (daemon_share(options, work, clip, daemons["daemon"][1], "remb"), {}))]
+        if options.baseline:
+            receivers.append(("baseline", lambda: (daemon_share(options, work, clip, daemons["baseline"][1], "base"), {})))
+        receivers.append(("browser", lambda: (browser_share(options, work, clip, options.max_bitrate), {})))
+    results = {name: [] for name, _ in receivers}
+    figures = {name: [] for name, _ in receivers}
+    try:
+        for _ in range(options.rounds):
+            for name, share in receivers:
+                outcome = share()
+                if outcome and outcome[0]:
+                    results[name].append(outcome[0])
+                    figures[name].append(outcome[1])
+    finally:
+        for process, _ in daemons.values():
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+    if options.json:
+        with open(options.json, "w") as out:
+            json.dump({"seconds": results, "figures": figures}, out)
+
+    version = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h"], capture_output=True, text=True).stdout.strip()
+    source = ("a real X screen (Xvfb 1920x1080: Chromium's window, a document of 7 pt text, a 480x360 moving picture)" if options.screen
+              else "Chromium's fake camera (1280x720 testsrc2 with grain, 30 fps)")
+    print(f"{options.rounds} rounds, {options.seconds} s per share, {source}, "
+          f"encoder ceiling {options.max_bitrate // 1000} kbit/s, commit {version}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}.\n")
+    print("| receiver | allowed from 5 s: p10 / p50 / p90 (kbit/s) | sent p50 | sizes | each round's allowed p50 |")
+    print("|---|---|---|---|---|")
+    browser_p50 = None
+    for name, _ in receivers:
+        flat = [entry for share in results[name] for entry in share[5:]]
+        total = summary(flat, 0)
+        rounds = [summary(share, 5)["allowed_p50"] for share in results[name]]
+        if name == "browser":
+            browser_p50 = total["allowed_p50"]
+        print(f"| {name} | {total['allowed_p10']} / {total['allowed_p50']} / {total['allowed_p90']} | {total['sent_p50']} | "
+              f"{', '.join(total['sizes'])} | {rounds} |")
+    if browser_p50:
+        print("\nAllowed p50 against the browser's:", ", ".join(
+            f"{name} {summary([e for s in results[name] for e in s[5:]], 0)['allowed_p50'] / browser_p50:.2f}x"
+            for name, _ in receivers if name != "browser" and results[name]))
+    if options.screen:
+        print("\nThe daemons' rings, each round: click → first frame readable (ms), fewest frames in a second, longest gap (ms), "
+              "document PSNR-Y (dB):")
+        for name, _ in receivers:
+            if name != "browser":
+                print(f"- {name}: " + "; ".join(f"{f.get('click_to_frame_ms')} ms, {f.get('ring_fps_min')} fps, "
+                                                 f"{f.get('longest_gap_ms')} ms, {f.get('document_psnr_y')} dB" for f in figures[name]))
+    print("\nEach share's seconds (allowed kbit/s):")
+    for name, _ in receivers:
+        for share in results[name]:
+            print(f"- {name}: " + " ".join(str(entry.get("allowedKbps", "-")) for entry in share))
+
+
+if __name__ == "__main__":
+    main()

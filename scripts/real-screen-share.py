@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""A real desktop shared as a person shares it: an X screen (Xvfb, 1920x1080) with a document of small text and a
+moving picture on it (two ffplay windows), Debian's Chromium not headless on that screen, the daemon's share page typed into and clicked through the X server
+(xdotool), the whole screen picked as a person picks it (--auto-select-desktop-capture-source), and the stream's
+ring read as any reader reads it (python/streamrecv) while ffmpeg's x11grab records the same screen.
+
+Prints one JSON object: the click's and the POST's times, every frame's size, flags and publication time, the
+frames per second of the ring, the longest time without a frame, the luma PSNR of sampled frames against the
+screen as x11grab saw it (each frame against the grabbed frame it is closest to, from 1.5 s before its publication
+to its publication): over the document (still, text of 7 and 10 pt) and over the whole screen; and what Chromium
+sent and was allowed each second (the share page's getStats). The caller judges.
+
+With --receiver browser, the same screen is shared to a second RTCPeerConnection in a page of Chromium's own
+(browser to browser, the yardstick): only the seconds of getStats are printed.
+
+  real-screen-share.py URL --stream NAME --token-file PATH --shm-name NAME --work DIR [--seconds 20]
+  real-screen-share.py --receiver browser --work DIR [--seconds 20]
+"""
+import argparse
+import http.server
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import streamrecv  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("chromium_share", os.path.join(ROOT, "scripts/chromium-share.py"))
+chromium_share = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(chromium_share)
+
+WIDTH, HEIGHT = 1920, 1080
+GRAB_FPS = 5
+# Where things are on the screen: the browser top left, a moving picture top right, the document below.
+BROWSER_SIZE = "1100,700"
+DOCUMENT_TOP = 710
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
+# The document region compared (inside its window, clear of the edges).
+DOCUMENT_REGION = (slice(DOCUMENT_TOP + 10, HEIGHT - 10), slice(10, WIDTH - 10))
+
+LOOPBACK_PAGE = """<!doctype html><meta charset="utf-8"><title>browser to browser</title>
+<p id="status"></p><button id="share" style="font-size:24px;margin:40px">Share screen</button><video id="seen" autoplay muted width="320"></video>
+<script>
+window.shareHistory = [];
+document.getElementById('share').onclick = async () => {
+  const media = await navigator.mediaDevices.getDisplayMedia({ video: { frameRate: 30 }, audio: false });
+  const track = media.getVideoTracks()[0];
+  track.contentHint = 'detail';
+  const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
+  sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
+  receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
+  receiver.ontrack = e => { document.getElementById('seen').srcObject = new MediaStream([e.track]); };
+  const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: 20000000 }] });
+  const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
+    .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
+  transceiver.setCodecPreferences(codecs);
+  await sender.setLocalDescription(await sender.createOffer());
+  await receiver.setRemoteDescription(sender.localDescription);
+  await receiver.setLocalDescription(await receiver.createAnswer());
+  await sender.setRemoteDescription(receiver.localDescription);
+  let last;
+  setInterval(async () => {
+    const report = await sender.getStats();
+    let out, pair;
+    report.forEach(entry => {
+      if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
+      if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
+    });
+    if (!out) return;
+    const rate = last && out.timestamp > last.timestamp ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined;
+    last = out;
+    const allowed = pair && pair.availableOutgoingBitrate;
+    window.shareHistory.push({ time: out.timestamp, sentKbps: rate, allowedKbps: allowed && Math.round(allowed / 1000),
+      fps: out.framesPerSecond, width: out.frameWidth, height: out.frameHeight, framesEncoded: out.framesEncoded,
+      limit: out.qualityLimitationReason });
+  }, 1000);
+};
+</script>
+"""
+
+
+def say(text):
+    print(f"real-screen-share: {text}", file=sys.stderr, flush=True)
+
+
+def monotonic_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def start_x_server(work):
+    """Xvfb on the first free display it finds; its name (":N") once it takes connections."""
+    read_end, write_end = os.pipe()
+    log = open(os.path.join(work, "xvfb.log"), "w")
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{WIDTH}x{HEIGHT}x24", "-nolisten", "tcp"],
+                              pass_fds=[write_end], stdout=log, stderr=log, start_new_session=True)
+    os.close(write_end)
+    number = b""
+    while not number.endswith(b"\n"):
+        chunk = os.read(read_end, 16)
+        if not chunk:
+            raise SystemExit(f"Xvfb did not start: {open(log.name).read()[-500:]}")
+        number += chunk
+    os.close(read_end)
+    return server, ":" + number.decode().strip()
+
+
+class RingRecorder(threading.Thread):
+    """Every frame of the ring: (sequence, width, height, flags, published ns); the luma of one frame in
+    `keep_every` (at most `keep` of them) for the comparison."""
+
+    def __init__(self, shm_name, keep_every=15, keep=24):
+        super().__init__(daemon=True)
+        self.shm_name, self.keep_every, self.keep = shm_name, keep_every, keep
+        self.frames, self.kept = [], []
+        self.stop = threading.Event()
+
+    def run(self):
+        try:
+            ring = streamrecv.FrameRing.wait_for(shm_name=self.shm_name, timeout=120)
+        except streamrecv.RingError:
+            return
+        with ring:
+            start = None
+            while not self.stop.is_set():
+                before = len(self.frames)
+                for frame in ring.frames(timeout=0.5, start=start):
+                    self.note(frame)
+                    start = frame.sequence + 1
+                    if self.stop.is_set():
+                        return
+                if len(self.frames) == before:
+                    time.sleep(0.05)
+
+    def note(self, frame):
+        self.frames.append((frame.sequence, frame.width, frame.height, frame.flags, frame.times_ns[3]))
+        if len(self.frames) % self.keep_every == 1 and len(self.kept) < self.keep and frame.width == WIDTH:
+            luma = numpy.frombuffer(frame.plane(0), dtype=numpy.uint8).reshape(frame.plane_height[0], frame.plane_width[0])
+            self.kept.append((frame.times_ns[3], luma[:HEIGHT, :WIDTH].copy()))
+
+
+def grab_screen(display, seconds, work):
+    """x11grab of the whole screen at GRAB_FPS, converted as the browser converts (limited-range BT.601 4:2:0), its
+    luma kept, each frame stamped with CLOCK_MONOTONIC when it was read."""
+    process = subprocess.Popen(["ffmpeg", "-v", "error", "-f", "x11grab", "-framerate", str(GRAB_FPS), "-video_size", f"{WIDTH}x{HEIGHT}",
+                                "-i", display, "-t", str(seconds), "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"],
+                               stdout=subprocess.PIPE, stderr=open(os.path.join(work, "x11grab.log"), "w"))
+    grabbed = []
+    size = WIDTH * HEIGHT * 3 // 2
+    while True:
+        data = process.stdout.read(size)
+        if len(data) < size:
+            break
+        grabbed.append((monotonic_ns(), numpy.frombuffer(data, dtype=numpy.uint8, count=WIDTH * HEIGHT).reshape(HEIGHT, WIDTH)))
+    process.wait()
+    return grabbed
+
+
+def start_desktop(display, work):
+    """What a person's screen shows besides the browser: a still document of small text (7 pt and 10 pt at 96 dpi:
+    9 and 13 pixels) across the bottom, and a moving picture top right. Each in an ffplay window of its own."""
+    environment = dict(os.environ, DISPLAY=display)
+    text = os.path.join(work, "document.txt")
+    with open(text, "w") as out:
+        for line in range(40):
+            out.write(f"{line:3d}  The quick brown fox jumps over the lazy dog; 0123456789 (){{}}[] <=> +-*/ #$& "
+                      f"streamrecvd shares this screen, line {line}, and every glyph must stay legible at 7 pt.\n")
+    document = os.path.join(work, "document.png")
+    height = HEIGHT - DOCUMENT_TOP
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"color=white:size={WIDTH}x{height}", "-frames:v", "1",
+                    "-vf", f"drawtext=fontfile={FONT}:textfile={text}:fontsize=9:fontcolor=black:x=6:y=4:line_spacing=1,"
+                           f"drawtext=fontfile={FONT}:text='Thirteen pixels\\: 10 pt text beside the 7 pt lines':fontsize=13:"
+                           f"fontcolor=0x203080:x=1500:y=8", document], check=True)
+    log = open(os.path.join(work, "ffplay.log"), "w")
+    return [
+        # One picture: ffplay shows it and keeps its window (looped, it would decode it again and again).
+        subprocess.Popen(["ffplay", "-v", "error", "-noborder", "-left", "0", "-top", str(DOCUMENT_TOP), document],
+                         env=environment, stdout=subprocess.DEVNULL, stderr=log),
+        subprocess.Popen(["ffplay", "-v", "error", "-noborder", "-left", "1300", "-top", "120", "-an",
+                          "-f", "lavfi", "testsrc2=size=480x360:rate=30"], env=environment, stdout=subprocess.DEVNULL, stderr=log),
+    ]
+
+
+def share_to_browser(options, display):
+    """The screen shared from one RTCPeerConnection to another in a page of this Chromium: getStats' seconds."""
+    page_text = LOOPBACK_PAGE.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page_text)))
+            self.end_headers()
+            self.wfile.write(page_text)
+
+        def log_message(self, *arguments):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    profile = os.path.join(options.work, "chromium-profile-browser")
+    os.makedirs(profile, exist_ok=True)
+    os.environ["DISPLAY"] = display
+    arguments = argparse.Namespace(chromium=options.chromium, profile=profile, window_size=BROWSER_SIZE, display=display, trust_spki=None)
+    browser = chromium_share.DevTools(chromium_share.chromium_arguments(arguments), open(os.path.join(options.work, "chromium-browser.log"), "w"))
+    try:
+        page = chromium_share.Page(browser, f"http://127.0.0.1:{server.server_address[1]}/", display=display)
+        clicked = page.click("share")
+        page.wait_for("window.shareHistory.length > 0", "no statistics", timeout=30)
+        started = time.monotonic()
+        while time.monotonic() - started < options.seconds:
+            browser.pump(0.25)
+        return {"clicked_ns": clicked, "history": page.evaluate("window.shareHistory")}
+    finally:
+        browser.close()
+        server.shutdown()
+
+
+def psnr(a, b):
+    error = numpy.mean((a.astype(numpy.int32) - b.astype(numpy.int32)) ** 2)
+    return 100.0 if error == 0 else float(10 * numpy.log10(255 * 255 / error))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url", nargs="?")
+    parser.add_argument("--stream")
+    parser.add_argument("--token-file")
+    parser.add_argument("--shm-name")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--receiver", choices=["daemon", "browser"], default="daemon")
+    options = parser.parse_args()
+
+    server, display = start_x_server(options.work)
+    helpers = []
+    try:
+        helpers = start_desktop(display, options.work)
+        if options.receiver == "browser":
+            print(json.dumps({"display": display, **share_to_browser(options, display)}))
+            return 0
+        recorder = RingRecorder(options.shm_name)
+        recorder.start()
+        profile = os.path.join(options.work, "chromium-profile")
+        os.makedirs(profile, exist_ok=True)
+        proceed = os.path.join(options.work, "proceed")
+        open(proceed, "w").close()
+        share = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "scripts/chromium-share.py"), options.url,
+                                  "--stream", options.stream, "--token-file", options.token_file, "--profile", profile,
+                                  "--screenshot", os.path.join(options.work, "page.png"), "--proceed-file", proceed,
+                                  "--display", display, "--share", "screen", "--window-size", BROWSER_SIZE,
+                                  "--sample-seconds", str(options.seconds), "--skip-picture", "--chromium", options.chromium],
+                                 stdout=subprocess.PIPE, stderr=open(os.path.join(options.work, "chromium.log"), "w"), text=True)
+        # The screen as x11grab sees it, from about when sharing starts to the end.
+        grabbed = []
+        grabber = threading.Thread(target=lambda: grabbed.extend(grab_screen(display, options.seconds + 8, options.work)), daemon=True)
+        grabber.start()
+        output, _ = share.communicate(timeout=options.seconds + 120)
+        recorder.stop.set()
+        recorder.join(timeout=5)
+        grabber.join(timeout=options.seconds + 30)
+    finally:
+        # SIGKILL: SDL turns ffplay's SIGTERM into a quit event it may never read, and Xvfb waits on its clients.
+        for process in helpers + [server]:
+            process.kill()
+            process.wait()
+
+    last = output.strip().splitlines()[-1] if output.strip() else ""
+    try:
+        shared = json.loads(last)
+    except ValueError:
+        print(json.dumps({"failed": last or "chromium-share.py printed nothing"}))
+        return 1
+    document, whole = [], []
+    for published, luma in recorder.kept:
+        candidates = [frame for stamp, frame in grabbed if published - 1_500_000_000 <= stamp <= published + 100_000_000]
+        if candidates and luma.shape == (HEIGHT, WIDTH):
+            document.append(max(psnr(luma[DOCUMENT_REGION], frame[DOCUMENT_REGION]) for frame in candidates))
+            whole.append(max(psnr(luma, frame) for frame in candidates))
+    posted = next((request["sent_ns"] for request in shared.get("requests", []) if request["method"] == "POST"), None)
+    frames = recorder.frames
+    times = [frame[4] for frame in frames]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    per_second = {}
+    for stamp in times:
+        per_second[(stamp - times[0]) // 1_000_000_000] = per_second.get((stamp - times[0]) // 1_000_000_000, 0) + 1
+    print(json.dumps({
+        "display": display,
+        "clicked_ns": shared.get("clicked_ns"), "posted_ns": posted,
+        "first_frame_ns": times[0] if times else None,
+        "frames": len(frames), "sizes": sorted({f"{w}x{h}" for _, w, h, _, _ in frames}),
+        "corrupt": sum(1 for frame in frames if frame[3] & streamrecv.FLAG_CORRUPT),
+        "longest_gap_ms": max(gaps) / 1e6 if gaps else None,
+        "frames_per_second": [per_second.get(second, 0) for second in range(int(max(per_second, default=-1)) + 1)],
+        "psnr_y_document": document, "psnr_y_screen": whole, "grabbed": len(grabbed),
+        "history": shared.get("history", []),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
