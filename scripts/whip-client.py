@@ -43,15 +43,23 @@ class Client:
         self.frames = 0
         self.stopped = False
         width, height = options.size.split("x")
-        # key-int-max: a keyframe each second, as a screen-share encoder has; bframes 0: WebRTC H.264 has none.
+        # key-int-max: a keyframe each second, as a screen-share encoder has; no B-frames: WebRTC senders have none.
+        if options.codec == "h265":
+            # RFC 7798 over WebRTC, as Chromium 136+ and Safari send it where they have a hardware encoder.
+            encoder = (f"x265enc name=encoder tune=zerolatency speed-preset=ultrafast key-int-max={options.fps} bitrate={options.bitrate} "
+                       f"option-string=bframes=0 ! video/x-h265,stream-format=byte-stream")
+            payloader = "h265parse config-interval=-1 ! rtph265pay name=payloader pt=96 config-interval=-1"
+        else:
+            encoder = (f"x264enc name=encoder tune=zerolatency speed-preset=ultrafast key-int-max={options.fps} bframes=0 "
+                       f"bitrate={options.bitrate} ! video/x-h264,profile=constrained-baseline,stream-format=byte-stream")
+            payloader = "h264parse config-interval=-1 ! rtph264pay name=payloader pt=96 config-interval=-1 aggregate-mode=zero-latency"
         description = (
             f"videotestsrc is-live=true pattern={options.pattern} ! video/x-raw,width={width},height={height},framerate={options.fps}/1,format=I420 "
-            f"! valve name=gate drop=true ! x264enc name=encoder tune=zerolatency speed-preset=ultrafast key-int-max={options.fps} bframes=0 "
-            f"bitrate={options.bitrate} ! video/x-h264,profile=constrained-baseline,stream-format=byte-stream "
+            f"! valve name=gate drop=true ! {encoder} "
             f"! identity name=counter ! tee name=split "
             f"split. ! queue ! filesink location={options.record} sync=false "
-            f"split. ! queue ! h264parse config-interval=-1 ! rtph264pay name=payloader pt=96 config-interval=-1 aggregate-mode=zero-latency "
-            f"! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000 "
+            f"split. ! queue ! {payloader} "
+            f"! application/x-rtp,media=video,encoding-name={options.codec.upper()},payload=96,clock-rate=90000 "
             f"! webrtcbin name=peer bundle-policy=max-bundle"
         )
         self.pipeline = Gst.parse_launch(description)
@@ -104,7 +112,7 @@ class Client:
         # NACK with RTX (RFC 4588): webrtcbin resends lost packets only through an RTX stream.
         transceiver.set_property("do-nack", not self.options.no_nack)
         transceiver.set_property("codec-preferences", Gst.Caps.from_string(
-            "application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"))
+            f"application/x-rtp,media=video,encoding-name={self.options.codec.upper()},payload=96,clock-rate=90000"))
         promise = Gst.Promise.new_with_change_func(self.on_offer_created, None)
         self.peer.emit("create-offer", None, promise)
         return False
@@ -209,6 +217,7 @@ def main():
     parser.add_argument("--frames", type=int, default=150)
     parser.add_argument("--size", default="640x360")
     parser.add_argument("--fps", type=int, default=30)
+    parser.add_argument("--codec", choices=["h264", "h265"], default="h264", help="x264 and RFC 6184, or x265 and RFC 7798")
     parser.add_argument("--bitrate", type=int, default=2000, help="kbit/s")
     parser.add_argument("--pattern", default="smpte")
     parser.add_argument("--timeout", type=int, default=60)

@@ -58,6 +58,8 @@ enum VideoChoice {
                 }
                 candidate = (mode == 1 ? 0 : 1, .h264, Int(mode))
             case "H265" where codecs.contains(.h265):
+                // Decoding order numbers (RFC 7798 §7.1, sprop-max-don-diff > 0) are not depacketized: skipped.
+                if let donDifference = payload.parameters["sprop-max-don-diff"], donDifference != "0" { continue }
                 candidate = (2, .h265, 0)
             default:
                 continue

@@ -161,6 +161,13 @@ import Testing
         #expect(throws: WebRTCAnswerError.noUsableCodec(accepted: [], offered: ["H265", "H264"])) {
             try Self.answer(offer([h265, mode0]), codecs: [])
         }
+        // H.265 with decoding order numbers is not depacketized: another H.265 type, or none.
+        let withDON = (UInt8(103), "H265/90000", String?("sprop-max-don-diff=2"))
+        #expect(try Self.answer(offer([withDON, h265]), codecs: [.h265]).media.payloadType == 100)
+        #expect(try Self.answer(offer([(103, "H265/90000", "sprop-max-don-diff=0")]), codecs: [.h265]).media.payloadType == 103)
+        #expect(throws: WebRTCAnswerError.noUsableCodec(accepted: [.h265], offered: ["H265"])) {
+            try Self.answer(offer([withDON]), codecs: [.h265])
+        }
     }
 
     @Test func aVP8OnlyOfferIsRefusedNamingWhatWasOffered() throws {
