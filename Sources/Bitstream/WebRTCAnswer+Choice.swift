@@ -102,6 +102,7 @@ enum VideoChoice {
             feedback: Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases.filter { offeredFeedback.contains($0.rawValue) }),
             absSendTimeID: extensionID(WebRTCAnswer.absSendTimeURI),
             transportWideCCID: extensionID(WebRTCAnswer.transportWideCCURI))
+        video.declinedSimulcast = media.simulcastSendStreams
         // RTX for the chosen type (RFC 4588 §8.1: `apt`): a sender that has it resends only that way.
         video.retransmissionPayloadType = media.payloads.first {
             $0.encodingName?.uppercased() == "RTX" && $0.clockRate == payload.clockRate && !rtcpPayloadTypes.contains($0.payloadType)

@@ -57,6 +57,14 @@ public enum WebRTCAnswer {
         /// `a=extmap` ids, when offered.
         public var absSendTimeID: UInt8?
         public var transportWideCCID: UInt8?
+        /// The simulcast streams the offer would send (their rids), declined: the answer has no `a=simulcast`, so
+        /// the sender sends one stream, its first (RFC 8853 §5.3).
+        public var declinedSimulcast: [String] = []
+
+        /// What the sender was told about bandwidth, for the status line and the log.
+        public var bandwidthFeedback: String {
+            feedback.contains(.transportCC) ? "transport-cc" : feedback.contains(.remb) ? "REMB" : "no bandwidth feedback"
+        }
 
         public init(
             mid: String, payloadType: UInt8, codec: VideoCodec, packetizationMode: Int, clockRate: UInt32,

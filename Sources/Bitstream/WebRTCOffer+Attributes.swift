@@ -112,6 +112,26 @@ extension WebRTCOfferReader.Section {
         media.extensions.append(.init(id: id, direction: direction, uri: String(fields[1])))
     }
 
+    /// `a=simulcast:send <streams>[ recv <streams>]` (RFC 8853 §5.1): streams separated by `;`, alternatives by `,`,
+    /// a paused one marked `~`; rids are RFC 8851 tokens. Only what is sent matters to a receiver; at most 16.
+    mutating func readSimulcast(_ argument: Substring, number: Int) throws(WebRTCOfferError) {
+        let expected = "a=simulcast:send <rid>[;<rid>…] (RFC 8853), one per m-section, at most 16 streams"
+        let fields = argument.split(separator: " ")
+        guard media.simulcastSendStreams.isEmpty, fields.count % 2 == 0, fields.count <= 4 else { throw .malformed(line: number, expected: expected) }
+        for index in stride(from: 0, to: fields.count, by: 2) where fields[index] == "send" {
+            let streams = fields[index + 1].split(separator: ";", omittingEmptySubsequences: false)
+            guard streams.count <= 16 else { throw .malformed(line: number, expected: expected) }
+            for stream in streams {
+                guard let first = stream.split(separator: ",", omittingEmptySubsequences: false).first else {
+                    throw .malformed(line: number, expected: expected)
+                }
+                let rid = first.hasPrefix("~") ? first.dropFirst() : first
+                guard !rid.isEmpty, rid.count <= 32, SDPText.isToken(rid) else { throw .malformed(line: number, expected: expected) }
+                media.simulcastSendStreams.append(String(rid))
+            }
+        }
+    }
+
     /// `a=ssrc:<ssrc> <attribute>[:<value>]` (RFC 5576 §4.1).
     mutating func readSource(_ argument: Substring, number: Int) throws(WebRTCOfferError) {
         let parts = argument.split(separator: " ", maxSplits: 1)

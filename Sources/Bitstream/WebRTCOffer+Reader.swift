@@ -227,6 +227,7 @@ extension WebRTCOfferReader.Section {
         case "extmap": try readExtensionMap(argument, number: number)
         case "ssrc": try readSource(argument, number: number)
         case "ssrc-group": try readSourceGroup(argument, number: number)
+        case "simulcast": try readSimulcast(argument, number: number)
         default: return
         }
     }

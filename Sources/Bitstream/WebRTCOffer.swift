@@ -171,6 +171,9 @@ public struct WebRTCOffer: Sendable, Equatable {
         public var extensions: [HeaderExtension] = []
         public var sources: [SourceAttribute] = []
         public var sourceGroups: [SourceGroup] = []
+        /// `a=simulcast:send` (RFC 8853 §5.1): the rid of each simulcast stream the offerer would send (the first
+        /// of its alternatives, a paused one's `~` removed), in its order; empty without simulcast.
+        public var simulcastSendStreams: [String] = []
         /// How many `a=candidate` lines (kept as a count: an ICE-lite server answers, it never checks pairs).
         public var candidateCount = 0
         public var endOfCandidates = false

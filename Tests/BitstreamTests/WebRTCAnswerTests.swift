@@ -115,6 +115,29 @@ import Testing
         #expect(media.feedback.contains(.remb) && !media.feedback.contains(.transportCC) && media.transportWideCCID == nil)
     }
 
+    /// Simulcast (RFC 8853) as Chromium with `sendEncodings` rids and OBS 32 offer it: read, and declined in the
+    /// answer (no `a=simulcast`, no RID extensions), so that the sender sends one stream, its first.
+    @Test func simulcastIsReadAndDeclined() throws {
+        let simulcast = Fixtures.chromium.replacingFirst("a=mid:0\r\n", with: """
+            a=mid:0\r\na=rid:h send\r\na=rid:m send\r\n\
+            a=rid:l send\r\na=simulcast:send h;~m,x;l\r\n
+            """)
+        let offer = try WebRTCOffer.parse(simulcast)
+        #expect(offer.media[0].simulcastSendStreams == ["h", "m", "l"])
+        let (sdp, media) = try Self.answer(simulcast)
+        #expect(media.declinedSimulcast == ["h", "m", "l"] && media.bandwidthFeedback == "transport-cc")
+        #expect(!sdp.contains("simulcast") && !sdp.contains("a=rid") && !sdp.contains("rtp-stream-id"))
+        for bad in ["a=simulcast:send \r\n", "a=simulcast:send h;;l\r\n", "a=simulcast:send h recv\r\n",
+                    "a=simulcast:send " + (0..<17).map { "r\($0)" }.joined(separator: ";") + "\r\n"] {
+            #expect(throws: WebRTCOfferError.self, "\(bad)") {
+                try WebRTCOffer.parse(Fixtures.chromium.replacingFirst("a=mid:0\r\n", with: "a=mid:0\r\n" + bad))
+            }
+        }
+        // Receiving simulcast is the offerer's business, not ours.
+        let receiving = try WebRTCOffer.parse(Fixtures.chromium.replacingFirst("a=mid:0\r\n", with: "a=mid:0\r\na=simulcast:recv a;b\r\n"))
+        #expect(receiving.media[0].simulcastSendStreams.isEmpty)
+    }
+
     @Test func aBundleOnlyVideoBehindARejectedTagIsAccepted() throws {
         // webrtcbin's audio is the offerer-tagged m-section; the answer rejects it and bundles the video alone
         // (GStreamer 1.22 took this answer: set-remote-description reached the stable state).

@@ -142,7 +142,7 @@ final class WebRTCSessionTable {
         byUsername[session.expectedUsername] = id
         metrics.sessionsStarted.increment()
         metrics.sessionsOpen.record(sessions.count)
-        log.logger.info("WebRTC session \(id) offered for stream \(name) (\(answer.media.codec), payload type \(answer.media.payloadType)) from \(remote?.description ?? "unknown")")
+        log.logger.info("WebRTC session \(id) offered for stream \(name) (\(answer.media.codec), payload type \(answer.media.payloadType), \(answer.media.bandwidthFeedback)\(Self.simulcastNote(answer.media))) from \(remote?.description ?? "unknown")")
         return .created(id: id, answer: answer.sdp)
     }
 
@@ -263,7 +263,7 @@ final class WebRTCSessionTable {
                 authenticatedSources: true)))
             let remote = session.remote?.description ?? "unknown"
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
-            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType))")
+            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media)))")
         case .ended(let reason, let detail):
             end(session.id, reason, detail, now: now)
         }
@@ -369,6 +369,13 @@ final class WebRTCSessionTable {
         default:
             return nil
         }
+    }
+
+    /// ", simulcast offered (h, m, l): its first stream taken" where the offer had simulcast (answered without it, as
+    /// RFC 8853 §5.3 allows: the sender then sends one stream, its first). Rids are tokens, at most 16 of 32 bytes.
+    static func simulcastNote(_ media: WebRTCAnswer.NegotiatedVideo) -> String {
+        guard let first = media.declinedSimulcast.first else { return "" }
+        return ", simulcast offered (\(media.declinedSimulcast.joined(separator: ", "))): its first stream, \(first), taken"
     }
 
     /// Letters and digits from the system's secure generator (ICE credentials, session IDs: RFC 8445 §5.3 asks
