@@ -15,7 +15,7 @@ import Testing
                                                      frames: frames, extra: ["--codec", "h265", "--verbose"])
         #expect(client.result == "sent \(frames) frames", "\(client.log.suffix(3000))\n\(daemon.log.suffix(3000))")
         // The answer took H.265 (the offer had nothing else), with NACK and RTX.
-        #expect(client.log.contains("H265/90000") && daemon.log.contains("(h265, payload type 96)"), "\(client.log.suffix(3000))\n\(daemon.log.suffix(2000))")
+        #expect(client.log.contains("H265/90000") && daemon.log.contains("(h265, payload type 96, "), "\(client.log.suffix(3000))\n\(daemon.log.suffix(2000))")
         try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: true)
         try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
     }

@@ -182,7 +182,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         }
         let now = MonotonicClock.nanoseconds()
         guard !productive, let resume = budget.note(unproductive: bytes, now: now), pause(.throttled) else { return }
-        context.eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) { self.resumeReading() }
+        // On the loop (a handler's method): the task runs there too, so it may hold this handler.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) { self.resumeReading() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

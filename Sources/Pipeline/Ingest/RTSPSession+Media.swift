@@ -163,7 +163,7 @@ extension RTSPSession {
     /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
     /// decode thread is behind: the sequence gap then flags the loss.
     static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID)
-        -> (UnsafeRawBufferPointer) -> Bool {
+        -> @Sendable (UnsafeRawBufferPointer) -> Bool {
         { payload in
             if !worker.acceptsMoreBytes { return false }
             let now = MonotonicClock.nanoseconds()

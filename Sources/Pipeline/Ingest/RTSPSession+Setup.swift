@@ -50,10 +50,9 @@ extension RTSPSession {
     /// Datagrams from any address but the server's are ignored (and counted).
     func bindPortPair(near control: Channel) async throws(RTSPFailure) -> (rtp: Channel, rtcp: Channel) {
         let host = control.localAddress?.ipAddress ?? "0.0.0.0"
-        let rtpHandler = RTSPDatagramHandler(server: mediaSource, gate: gate, deliver: Self.deliverer(worker: worker, statistics: statistics, id: id),
-                                             rtcp: nil, refuse: refusalReporter, context: context)
-        let rtcpHandler = RTSPDatagramHandler(server: mediaSource, gate: gate, deliver: nil, rtcp: rtcpReceiver, refuse: refusalReporter,
-                                              context: context)
+        // Each channel makes its own handler from these (all Sendable): a handler belongs to one channel's loop.
+        let (server, gate, refuse, context) = (mediaSource, self.gate, refusalReporter, self.context)
+        let (deliver, rtcpReceiver) = (Self.deliverer(worker: worker, statistics: statistics, id: id), self.rtcpReceiver)
         for _ in 0..<32 {
             do {
                 let rtp = try await DatagramBootstrap(group: control.eventLoop)
@@ -61,7 +60,10 @@ extension RTSPSession {
                     .channelOption(.datagramVectorReadMessageCount, value: 16)
                     .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * RTSPDatagramHandler.messageBytes))
                     .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(rtpHandler) }
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(RTSPDatagramHandler(
+                                server: server, gate: gate, deliver: deliver, rtcp: nil, refuse: refuse, context: context))
+                        }
                     }
                     .bind(host: host, port: 0).get()
                 guard let port = rtp.localAddress?.port, port % 2 == 0, port < 65535 else {
@@ -71,7 +73,10 @@ extension RTSPSession {
                 do {
                     let rtcp = try await DatagramBootstrap(group: control.eventLoop)
                         .channelInitializer { channel in
-                            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(rtcpHandler) }
+                            channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandler(RTSPDatagramHandler(
+                                    server: server, gate: gate, deliver: nil, rtcp: rtcpReceiver, refuse: refuse, context: context))
+                            }
                         }
                         .bind(host: host, port: port + 1).get()
                     return (rtp, rtcp)
@@ -98,14 +103,14 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
     private let server: NIOLockedValueBox<SocketAddress?>
     private let gate: NIOLockedValueBox<RTSPMediaGate?>
     /// The RTP port's handler delivers packets; the RTCP port's reads the server's reports.
-    private let deliver: ((UnsafeRawBufferPointer) -> Bool)?
-    private let rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?
+    private let deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?
+    private let rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?
     private let refuse: @Sendable (RTSPMediaGate.Verdict?, String) -> Void
     private let context: RTSPClientContext
     private var log: RateLimitedLogger
 
-    init(server: NIOLockedValueBox<SocketAddress?>, gate: NIOLockedValueBox<RTSPMediaGate?>, deliver: ((UnsafeRawBufferPointer) -> Bool)?,
-         rtcp: ((RTPReceptionStatistics.SenderNews) -> Void)?, refuse: @escaping @Sendable (RTSPMediaGate.Verdict?, String) -> Void,
+    init(server: NIOLockedValueBox<SocketAddress?>, gate: NIOLockedValueBox<RTSPMediaGate?>, deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?,
+         rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?, refuse: @escaping @Sendable (RTSPMediaGate.Verdict?, String) -> Void,
          context: RTSPClientContext) {
         self.server = server
         self.gate = gate

@@ -263,7 +263,7 @@ final class WebRTCSessionTable {
                 authenticatedSources: true)))
             let remote = session.remote?.description ?? "unknown"
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
-            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media)))")
+            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media, short: true)))")
         case .ended(let reason, let detail):
             end(session.id, reason, detail, now: now)
         }
@@ -371,10 +371,12 @@ final class WebRTCSessionTable {
         }
     }
 
-    /// ", simulcast offered (h, m, l): its first stream taken" where the offer had simulcast (answered without it, as
-    /// RFC 8853 §5.3 allows: the sender then sends one stream, its first). Rids are tokens, at most 16 of 32 bytes.
-    static func simulcastNote(_ media: WebRTCAnswer.NegotiatedVideo) -> String {
+    /// ", simulcast offered (h, m, l): its first stream, h, taken" where the offer had simulcast (answered without
+    /// it, as RFC 8853 §5.3 allows: the sender then sends one stream, its first); `short` (the ring's status holds
+    /// 128 bytes): ", simulcast: h of 3". Rids are tokens, at most 16 of 32 bytes.
+    static func simulcastNote(_ media: WebRTCAnswer.NegotiatedVideo, short: Bool = false) -> String {
         guard let first = media.declinedSimulcast.first else { return "" }
+        if short { return ", simulcast: \(first.prefix(8)) of \(media.declinedSimulcast.count)" }
         return ", simulcast offered (\(media.declinedSimulcast.joined(separator: ", "))): its first stream, \(first), taken"
     }
 
