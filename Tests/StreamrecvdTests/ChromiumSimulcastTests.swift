@@ -36,6 +36,8 @@ struct ChromiumSimulcastTests {
         try browser.run()
         defer { if browser.isRunning { browser.terminate() } }
         let frames = ChromiumShareTests.collectFrames(60, from: reader, while: browser, timeout: 60)
+        // While the session lasts (6 s of sending; 60 frames take 2), the stream's status says what was taken.
+        let status = reader.status.sourceStatus
         #expect(ChromiumShareTests.waitForExit(browser, timeout: 60))
         let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
         let lastLine = text.split(separator: "\n").last.map(String.init) ?? ""
@@ -50,6 +52,7 @@ struct ChromiumSimulcastTests {
         #expect(sending.count == 1 && sending.first?["rid"] as? String == "h", "\(layers)")
         #expect(result["deleted"] as? Int == 200, "\(result)")
         #expect(daemon.log.contains("simulcast offered (h, m, l): its first stream, h, taken"), "\(daemon.log.suffix(3000))")
+        #expect(status.hasPrefix("WebRTC: connected from ") && status.hasSuffix("transport-cc, simulcast: h of 3)"), "\(status)")
 
         // The ring: the full-size layer, unflagged after the first keyframe.
         try #require(frames.count >= 60, "\(frames.count) frames\n\(daemon.log.suffix(3000))")

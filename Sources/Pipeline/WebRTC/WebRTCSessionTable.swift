@@ -263,7 +263,9 @@ final class WebRTCSessionTable {
                 authenticatedSources: true)))
             let remote = session.remote?.description ?? "unknown"
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
-            setStatus(route, "WebRTC: session connected from \(remote) (\(session.media.codec), payload type \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media, short: true)))")
+            // Short: the ring's status holds 128 bytes (an IPv6 address and port take 47 of them).
+            let address = session.remote.flatMap { remote in remote.ipAddress.map { "\($0):\(remote.port ?? 0)" } } ?? "unknown"
+            setStatus(route, "WebRTC: connected from \(address) (\(session.media.codec), PT \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media, short: true)))")
         case .ended(let reason, let detail):
             end(session.id, reason, detail, now: now)
         }
