@@ -17,68 +17,19 @@ Chromium not headless, a document of small text and a moving picture), and for t
 the first frame readable, the frames per second in the ring and the document's luma PSNR against x11grab.
 """
 import argparse
-import http.server
-import importlib.util
 import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "bench-share-bitrate-Xq7v2KpL9wZr4mTn8sYb"
-spec = importlib.util.spec_from_file_location("chromium_share", os.path.join(ROOT, "scripts/chromium-share.py"))
-chromium_share = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(chromium_share)
-
-# Browser to browser: the page shares the fake camera from one RTCPeerConnection to another, H.264 first, with
-# the encoder settings the share page uses, and records the same fields as the share page's window.shareHistory.
-LOOPBACK_PAGE = """<!doctype html><meta charset="utf-8"><title>loopback share</title><video id="seen" autoplay muted></video>
-<script>
-window.shareHistory = [];
-(async () => {
-  const media = await navigator.mediaDevices.getUserMedia({ video: { frameRate: 30, width: { ideal: 1280 }, height: { ideal: 720 } } });
-  const track = media.getVideoTracks()[0];
-  track.contentHint = 'motion';
-  const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
-  sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
-  receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
-  receiver.ontrack = e => { document.getElementById('seen').srcObject = new MediaStream([e.track]); };
-  const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: MAX_BITRATE }] });
-  const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
-    .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
-  transceiver.setCodecPreferences(codecs);
-  await sender.setLocalDescription(await sender.createOffer());
-  await receiver.setRemoteDescription(sender.localDescription);
-  await receiver.setLocalDescription(await receiver.createAnswer());
-  await sender.setRemoteDescription(receiver.localDescription);
-  let last;
-  window.connectedAt = null;
-  sender.onconnectionstatechange = () => { if (sender.connectionState === 'connected') window.connectedAt = performance.now(); };
-  setInterval(async () => {
-    const report = await sender.getStats();
-    let out, pair;
-    report.forEach(entry => {
-      if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
-      if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
-    });
-    if (!out) return;
-    const rate = last && out.timestamp > last.timestamp ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined;
-    last = out;
-    const allowed = pair && pair.availableOutgoingBitrate;
-    window.shareHistory.push({ time: out.timestamp, sentKbps: rate, allowedKbps: allowed && Math.round(allowed / 1000),
-      fps: out.framesPerSecond, width: out.frameWidth, height: out.frameHeight, framesEncoded: out.framesEncoded,
-      limit: out.qualityLimitationReason });
-  }, 1000);
-})();
-</script>
-"""
-
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import loopback_share  # noqa: E402
 
 def free_port():
     with socket.socket() as probe:
@@ -87,35 +38,10 @@ def free_port():
 
 
 def browser_share(options, work, clip, max_bitrate):
-    """Chromium to Chromium in one page; the page's seconds."""
-    page_text = LOOPBACK_PAGE.replace("MAX_BITRATE", str(max_bitrate)).encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page_text)))
-            self.end_headers()
-            self.wfile.write(page_text)
-
-        def log_message(self, *arguments):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    """Chromium to Chromium in one page (scripts/loopback_share.py); the page's seconds."""
     profile = tempfile.mkdtemp(prefix="profile.", dir=work)
-    arguments = argparse.Namespace(chromium=options.chromium, profile=profile, window_size="1280,900", clip=clip, trust_spki=None)
-    browser = chromium_share.DevTools(chromium_share.chromium_arguments(arguments), open(os.path.join(work, "chromium-browser.log"), "a"))
-    try:
-        page = chromium_share.Page(browser, f"http://127.0.0.1:{server.server_address[1]}/")
-        page.wait_for("window.connectedAt !== null", "no loopback connection", timeout=30)
-        started = time.monotonic()
-        while time.monotonic() - started < options.seconds + 1:
-            browser.pump(0.25)
-        return page.evaluate("window.shareHistory")
-    finally:
-        browser.close()
-        server.shutdown()
+    with open(os.path.join(work, "chromium-browser.log"), "a") as log:
+        return loopback_share.share(options.chromium, profile, log, options.seconds + 1, max_bitrate, clip=clip)["history"]
 
 
 def daemon_share(options, work, clip, port, stream):

@@ -197,11 +197,10 @@ class Page:
 
 
 TEXT_OF = "document.getElementById('%s').textContent"
-# The share page's connection (its top-level `session.pc`) as getStats tells it: what the browser sends and allows
-# itself, and the encoder's frame rate and size, in the fields of the page's own window.shareHistory.
-STATISTICS = """(async () => {
-  const pc = typeof session !== 'undefined' && session.pc;
-  if (!pc) return null;
+# One second of a connection's statistics, in the fields of the share page's window.shareHistory: what the browser
+# sends and allows itself (availableOutgoingBitrate of the selected pair), the encoder's frame rate and size.
+# `state` keeps the previous report, for the bitrate. Shared with scripts/loopback_share.py's page.
+STATISTICS_FUNCTION = """async function shareStatistics(pc, state) {
   const report = await pc.getStats();
   let out, pair;
   report.forEach(entry => {
@@ -209,13 +208,20 @@ STATISTICS = """(async () => {
     if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
   });
   if (!out) return null;
-  const last = window.benchmarkLast;
-  window.benchmarkLast = out;
+  const last = state.last;
+  state.last = out;
   const allowed = pair && pair.availableOutgoingBitrate;
   return { time: out.timestamp, sentKbps: last && out.timestamp > last.timestamp
              ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined,
            allowedKbps: allowed && Math.round(allowed / 1000), fps: out.framesPerSecond, width: out.frameWidth,
            height: out.frameHeight, framesEncoded: out.framesEncoded, limit: out.qualityLimitationReason };
+}"""
+# The share page's connection (its top-level `session.pc`) read that way, so that a page of another build (a
+# benchmark's baseline) is measured as this one is.
+STATISTICS = "(async () => { " + STATISTICS_FUNCTION + """
+  const pc = typeof session !== 'undefined' && session.pc;
+  window.benchmarkState = window.benchmarkState || {};
+  return pc ? await shareStatistics(pc, window.benchmarkState) : null;
 })()"""
 FIELDS = ["status", "sendState", "sendCodec", "sendRate", "sendFps", "sendSize", "sendLimit",
           "recvFps", "recvSize", "recvAge", "recvSequence", "recvFlags", "pictureNote"]

@@ -134,6 +134,8 @@ def whip_offer_seeds():
                "a=setup:actpass\r\na=mid:0\r\na=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time\r\n"
                "a=extmap:4 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\n"
                "a=extmap:9/sendonly urn:ietf:params:rtp-hdrext:sdes:mid\r\na=sendonly\r\na=rtcp-mux\r\na=rtcp-rsize\r\n"
+               # Simulcast as OBS 32 and a browser with sendEncodings rids offer it (RFC 8853).
+               "a=rid:h send\r\na=rid:m send\r\na=rid:l send\r\na=simulcast:send h;~m,x;l\r\n"
                "a=rtpmap:96 VP8/90000\r\na=rtcp-fb:* nack\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\n"
                "a=rtpmap:104 H264/90000\r\na=fmtp:104 packetization-mode=0;profile-level-id=42001f\r\n"
                "a=rtpmap:102 H264/90000\r\na=rtcp-fb:102 transport-cc\r\na=rtcp-fb:102 ccm fir\r\n"

@@ -11,8 +11,8 @@ WORK=${FUZZ_WORK:-.build/fuzz}
 mkdir -p "$WORK"
 (cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 | grep -E "error|warning: |Compiling|Build complete" | tail -3)
 BIN=Fuzz/.build/release
-# Made again when they predate the newest seeds (transport-wide feedback in FuzzRTCP and FuzzRTP).
-[ -e "$WORK/seeds/transport-wide" ] || { python3 scripts/fuzz-seeds.py "$WORK/seeds" > /dev/null && touch "$WORK/seeds/transport-wide"; }
+# Made again when they predate the newest seeds (simulcast in FuzzWebRTCOffer).
+[ -e "$WORK/seeds/simulcast" ] || { python3 scripts/fuzz-seeds.py "$WORK/seeds" > /dev/null && touch "$WORK/seeds/simulcast"; }
 # Input size limits per target: enough for several NAL units / packets, small enough to stay fast.
 max_len() { case $1 in FuzzAnnexB) echo 4096;; FuzzRTP) echo 8192;; FuzzTransportStream) echo 8192;; FuzzRTSP) echo 8192;; FuzzWebRTCOffer) echo 8192;; FuzzSTUN) echo 512;; *) echo 1024;; esac; }
 for target in $TARGETS; do

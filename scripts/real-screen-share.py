@@ -17,8 +17,6 @@ With --receiver browser, the same screen is shared to a second RTCPeerConnection
   real-screen-share.py --receiver browser --work DIR [--seconds 20]
 """
 import argparse
-import http.server
-import importlib.util
 import json
 import os
 import subprocess
@@ -32,9 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import streamrecv  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("chromium_share", os.path.join(ROOT, "scripts/chromium-share.py"))
-chromium_share = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(chromium_share)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import loopback_share  # noqa: E402
 
 WIDTH, HEIGHT = 1920, 1080
 GRAB_FPS = 5
@@ -44,47 +41,6 @@ DOCUMENT_TOP = 710
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
 # The document region compared (inside its window, clear of the edges).
 DOCUMENT_REGION = (slice(DOCUMENT_TOP + 10, HEIGHT - 10), slice(10, WIDTH - 10))
-
-LOOPBACK_PAGE = """<!doctype html><meta charset="utf-8"><title>browser to browser</title>
-<p id="status"></p><button id="share" style="font-size:24px;margin:40px">Share screen</button><video id="seen" autoplay muted width="320"></video>
-<script>
-window.shareHistory = [];
-document.getElementById('share').onclick = async () => {
-  const media = await navigator.mediaDevices.getDisplayMedia({ video: { frameRate: 30 }, audio: false });
-  const track = media.getVideoTracks()[0];
-  track.contentHint = 'detail';
-  const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
-  sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
-  receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
-  receiver.ontrack = e => { document.getElementById('seen').srcObject = new MediaStream([e.track]); };
-  const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: 20000000 }] });
-  const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
-    .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
-  transceiver.setCodecPreferences(codecs);
-  await sender.setLocalDescription(await sender.createOffer());
-  await receiver.setRemoteDescription(sender.localDescription);
-  await receiver.setLocalDescription(await receiver.createAnswer());
-  await sender.setRemoteDescription(receiver.localDescription);
-  let last;
-  setInterval(async () => {
-    const report = await sender.getStats();
-    let out, pair;
-    report.forEach(entry => {
-      if (entry.type === 'outbound-rtp' && entry.kind === 'video') out = entry;
-      if (entry.type === 'transport' && entry.selectedCandidatePairId) pair = report.get(entry.selectedCandidatePairId);
-    });
-    if (!out) return;
-    const rate = last && out.timestamp > last.timestamp ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined;
-    last = out;
-    const allowed = pair && pair.availableOutgoingBitrate;
-    window.shareHistory.push({ time: out.timestamp, sentKbps: rate, allowedKbps: allowed && Math.round(allowed / 1000),
-      fps: out.framesPerSecond, width: out.frameWidth, height: out.frameHeight, framesEncoded: out.framesEncoded,
-      limit: out.qualityLimitationReason });
-  }, 1000);
-};
-</script>
-"""
-
 
 def say(text):
     print(f"real-screen-share: {text}", file=sys.stderr, flush=True)
@@ -188,38 +144,13 @@ def start_desktop(display, work):
 
 
 def share_to_browser(options, display):
-    """The screen shared from one RTCPeerConnection to another in a page of this Chromium: getStats' seconds."""
-    page_text = LOOPBACK_PAGE.encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page_text)))
-            self.end_headers()
-            self.wfile.write(page_text)
-
-        def log_message(self, *arguments):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    """The screen shared from one RTCPeerConnection to another in a page of this Chromium
+    (scripts/loopback_share.py): the click's time and getStats' seconds."""
     profile = os.path.join(options.work, "chromium-profile-browser")
     os.makedirs(profile, exist_ok=True)
-    os.environ["DISPLAY"] = display
-    arguments = argparse.Namespace(chromium=options.chromium, profile=profile, window_size=BROWSER_SIZE, display=display, trust_spki=None)
-    browser = chromium_share.DevTools(chromium_share.chromium_arguments(arguments), open(os.path.join(options.work, "chromium-browser.log"), "w"))
-    try:
-        page = chromium_share.Page(browser, f"http://127.0.0.1:{server.server_address[1]}/", display=display)
-        clicked = page.click("share")
-        page.wait_for("window.shareHistory.length > 0", "no statistics", timeout=30)
-        started = time.monotonic()
-        while time.monotonic() - started < options.seconds:
-            browser.pump(0.25)
-        return {"clicked_ns": clicked, "history": page.evaluate("window.shareHistory")}
-    finally:
-        browser.close()
-        server.shutdown()
+    with open(os.path.join(options.work, "chromium-browser.log"), "w") as log:
+        return loopback_share.share(options.chromium, profile, log, options.seconds, 20_000_000, display=display,
+                                    window_size=BROWSER_SIZE)
 
 
 def psnr(a, b):
