@@ -123,7 +123,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StreamrecvdTests",
-            dependencies: ["Bitstream", "SharedFrames", "FrameFormats", "Decoding", "streamrecvd", "streamrecvctl", "StreamrecvTestSupport"]
+            dependencies: ["Bitstream", "SharedFrames", "FrameFormats", "Decoding", "MediaSecurity", "streamrecvd", "streamrecvctl", "StreamrecvTestSupport"]
         ),
         .testTarget(
             name: "StreamrecvctlTests",

@@ -14,7 +14,7 @@ frames or at the end of --send's file (then DELETE, then the peer connection clo
 line per step to stderr; the last line on stdout is `sent N frames` or `failed: REASON`.
 
   aiortc-whip-client.py URL --token TOKEN [--send in.h264] [--record sent.h264] [--frames 150] [--size 640x360]
-                        [--fps 30] [--timeout 60]
+                        [--fps 30] [--timeout 60] [--audio]
 """
 import argparse
 import asyncio
@@ -131,11 +131,12 @@ class Client:
         self.track = CountingTrack(source, options.frames,
                                    lambda: loop.call_later(options.linger_ms / 1000, self.stop, self.sent()))
         peer = RTCPeerConnection()
-        # Video only, for an aiortc quirk: it negotiates codecs and starts ICE for every audio or video m-section
-        # of an answer, rejected ones (port 0, RFC 3264 §6; RFC 8829 §5.3.1) too. The daemon's answer to an offer
-        # with audio is right, yet aiortc refuses it ("Failed to set remote audio description send parameters":
-        # a rejected section lists a format but no rtpmap); given an rtpmap, it waits for ICE on the rejected
-        # section for ever and never reports "connected".
+        # --audio: Opus beside the video, as OBS and browsers send it. The daemon takes it into the BUNDLE and drops
+        # its packets; aiortc could not take an answer that rejected it (port 0: "Failed to set remote audio
+        # description send parameters", or with an rtpmap, ICE waited for on the rejected section for ever).
+        if options.audio:
+            self.audio_player = MediaPlayer("sine=frequency=440:sample_rate=48000", format="lavfi")
+            peer.addTransceiver(self.audio_player.audio, direction="sendonly")
         transceiver = peer.addTransceiver(self.track, direction="sendonly")
         transceiver.setCodecPreferences([codec for codec in RTCRtpSender.getCapabilities("video").codecs
                                          if codec.mimeType in ("video/H264", "video/rtx")])
@@ -161,6 +162,8 @@ class Client:
         await loop.run_in_executor(None, self.delete)
         await peer.close()
         self.track.stop()
+        if options.audio:
+            self.audio_player.audio.stop()
         print(self.result, flush=True)
         return 0 if self.result.startswith("sent") else 1
 
@@ -192,6 +195,7 @@ def main():
     parser.add_argument("--timeout", type=int, default=60)
     parser.add_argument("--linger-ms", type=int, default=500, help="after the last frame, before DELETE")
     parser.add_argument("--local-address", default="127.0.0.1", help="the address ICE gathers on ('' for every interface)")
+    parser.add_argument("--audio", action="store_true", help="send a 440 Hz tone as Opus beside the video")
     parser.add_argument("--verbose", action="store_true", help="print the offer and the answer")
     options = parser.parse_args()
     if options.local_address:

@@ -1,6 +1,7 @@
 /// The SDP answer of a receive-only, ICE-lite WHIP endpoint (RFC 9725 §4.2) to a `WebRTCOffer`, following the
-/// answerer's rules of JSEP (RFC 8829 §5.3.1): one video m-section is accepted with one payload type, every other
-/// m-section is rejected in place, and the accepted one alone forms the BUNDLE group (RFC 8843 §7.3).
+/// answerer's rules of JSEP (RFC 8829 §5.3.1): one video m-section is accepted with one payload type, one audio
+/// section beside it is taken to be dropped (`WebRTCAnswer+Audio.swift`), every other m-section is rejected in place,
+/// and the accepted ones alone form the BUNDLE group (RFC 8843 §7.3), in the offer's order.
 ///
 /// Where the answer's attributes go is chosen so that browsers, libdatachannel, aiortc and GStreamer's webrtcbin
 /// all take it: ICE credentials and the fingerprint at session level (RFC 8839 §5.4 and RFC 8842 §5.1 allow it;
@@ -60,6 +61,11 @@ public enum WebRTCAnswer {
         /// The simulcast streams the offer would send (their rids), declined: the answer has no `a=simulcast`, so
         /// the sender sends one stream, its first (RFC 8853 §5.3).
         public var declinedSimulcast: [String] = []
+        /// The offer's audio, answered and dropped on arrival (`WebRTCAnswer+Audio.swift`); nil: none, or rejected.
+        public var acceptedAudio: AcceptedAudio?
+        /// The section whose ICE credentials and fingerprint the BUNDLE's one transport uses: the answer's tagged
+        /// one, the first of its group (RFC 8843 §7.3.1): the audio's where the offer tagged it.
+        public var transportMid: String?
 
         /// What the sender was told about bandwidth, for the status line and the log.
         public var bandwidthFeedback: String {
@@ -111,11 +117,20 @@ public enum WebRTCAnswer {
             video.feedback.remove(.transportCC)
             video.transportWideCCID = nil
         }
-        var lines = sessionLines(local: local, mid: video.mid)
+        let audio = chooseAudio(in: offer, video: video, videoIndex: chosen)
+        video.acceptedAudio = audio?.audio
+        // In the offer's order: its tagged section stays the answer's tagged one where accepted (RFC 8843 §7.3.1).
+        let accepted = [video.mid] + (audio.map { [$0.audio.mid] } ?? [])
+        let mids = (offer.bundleGroup(containing: video.mid) ?? []).filter(accepted.contains)
+        let group = mids.isEmpty ? accepted : mids
+        video.transportMid = group.first
+        var lines = sessionLines(local: local, mids: group)
         let connection = connectionLine(local)
         for (index, media) in offer.media.enumerated() {
             if index == chosen {
                 lines += videoLines(media, video, local: local, connection: connection, bitrates: (maximumBitrate, startBitrate))
+            } else if let audio, index == audio.index {
+                lines += audioLines(media, audio.audio, local: local, connection: connection)
             } else {
                 lines += rejectedLines(media, connection: connection)
             }
@@ -124,11 +139,11 @@ public enum WebRTCAnswer {
     }
 
     /// JSEP §5.3.1's session part, with `a=ice-lite` (RFC 8839 §5.3): the client does every connectivity check.
-    private static func sessionLines(local: LocalParameters, mid: String) -> [String] {
+    private static func sessionLines(local: LocalParameters, mids: [String]) -> [String] {
         let fingerprint = local.fingerprintSHA256.map { hex($0) }.joined(separator: ":")
         return [
             "v=0", "o=- \(local.sessionID) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
-            "a=group:BUNDLE \(mid)", "a=ice-lite",
+            "a=group:BUNDLE \(mids.joined(separator: " "))", "a=ice-lite",
             "a=ice-ufrag:\(local.iceUsernameFragment)", "a=ice-pwd:\(local.icePassword)",
             "a=fingerprint:sha-256 \(fingerprint)",
         ]
@@ -167,6 +182,12 @@ public enum WebRTCAnswer {
         }
         if let id = video.absSendTimeID { lines.append("a=extmap:\(id) \(absSendTimeURI)") }
         if let id = video.transportWideCCID { lines.append("a=extmap:\(id) \(transportWideCCURI)") }
+        return lines + candidateLines(local)
+    }
+
+    /// Our host candidates and `a=end-of-candidates` (RFC 8840).
+    static func candidateLines(_ local: LocalParameters) -> [String] {
+        var lines: [String] = []
         for (index, candidate) in local.candidates.enumerated() {
             // RFC 8445 §5.1.2.1: host type preference 126, local preference falling with the order, component 1.
             let priority = UInt32(126) << 24 | UInt32(65535 - index) << 8 | 255

@@ -41,8 +41,10 @@ extension ConfigurationLoader {
                 server.announce.append(text)
             }
         }
-        if server.announce.isEmpty, BindAddress.resolveNumeric(server.media.host) == nil || BindAddress.resolveNumeric(server.media.host)!.isWildcard {
-            throw fail("media = \"\(server.media.host):\(server.media.port)\" is not one numeric address: clients must be told where to send; set announce = [\"ADDRESS\", …]", "webrtc", nil, "media")
+        // A wildcard names the interfaces' addresses in answers (HostCandidates); a host name names nothing a client
+        // could send to before it is resolved, and may resolve to another address than the socket is bound to.
+        if server.announce.isEmpty, BindAddress.resolveNumeric(server.media.host) == nil {
+            throw fail("media = \"\(server.media.host):\(server.media.port)\" is not a numeric address or a wildcard: clients must be told where to send; use an address, \"0.0.0.0:PORT\" or \"[::]:PORT\", or set announce = [\"ADDRESS\", …]", "webrtc", nil, "media")
         }
         if let value = table["server_names"] {
             // Names beside the certificate's that the endpoint answers to (ServedHostNames: DNS rebinding).

@@ -43,13 +43,15 @@ import Testing
             a=end-of-candidates\r
 
             """)
-        #expect(media == .init(mid: "video0", payloadType: 96, codec: .h264, packetizationMode: 1, clockRate: 90000,
-                               formatParameters: "packetization-mode=1;profile-level-id=42c01f;level-asymmetry-allowed=1",
-                               remoteSSRC: 3_484_078_950, feedback: [.nack, .pli, .fir, .remb],
-                               absSendTimeID: nil, transportWideCCID: nil))
+        var expected = WebRTCAnswer.NegotiatedVideo(
+            mid: "video0", payloadType: 96, codec: .h264, packetizationMode: 1, clockRate: 90000,
+            formatParameters: "packetization-mode=1;profile-level-id=42c01f;level-asymmetry-allowed=1",
+            remoteSSRC: 3_484_078_950, feedback: [.nack, .pli, .fir, .remb], absSendTimeID: nil, transportWideCCID: nil)
+        expected.transportMid = "video0"
+        #expect(media == expected)
     }
 
-    @Test func chromiumGetsH264ModeOneWithoutRepairFormatsAndAudioIsRejected() throws {
+    @Test func chromiumGetsH264ModeOneWithoutRepairFormatsAndItsAudioIsTakenToBeDropped() throws {
         let (sdp, media) = try Self.answer(Fixtures.chromium)
         // 104 (mode 0) comes first in the m-line, but mode 1 is preferred: 102, the first mode 1.
         #expect(media.payloadType == 102 && media.packetizationMode == 1 && media.mid == "0")
@@ -58,17 +60,21 @@ import Testing
         #expect(media.remoteSSRC == 2_231_627_014 && media.feedback == Set(WebRTCAnswer.NegotiatedVideo.Feedback.allCases).subtracting([.remb]))
         #expect(media.absSendTimeID == 2 && media.transportWideCCID == 4)
         let lines = Self.lines(sdp)
-        #expect(lines.contains("a=group:BUNDLE 0") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102 103"))
+        #expect(lines.contains("a=group:BUNDLE 0 1") && lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 102 103"))
         #expect(lines.contains("a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f"))
         #expect(lines.filter { $0.hasPrefix("a=rtcp-fb:102 ") } == ["nack", "nack pli", "ccm fir", "transport-cc"].map { "a=rtcp-fb:102 \($0)" })
         #expect(lines.filter { $0.hasPrefix("a=extmap:") } == ["a=extmap:2 \(WebRTCAnswer.absSendTimeURI)", "a=extmap:4 \(WebRTCAnswer.transportWideCCURI)"])
         #expect(!lines.contains { $0.hasPrefix("b=") })
         // The RTX of the chosen type (apt=102) comes with it: NACK's retransmissions arrive there. Never RED or FEC.
-        #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000", "a=rtpmap:103 rtx/90000"])
+        #expect(lines.filter { $0.hasPrefix("a=rtpmap:") } == ["a=rtpmap:102 H264/90000", "a=rtpmap:103 rtx/90000", "a=rtpmap:111 opus/48000/2"])
         #expect(lines.contains("a=fmtp:103 apt=102") && media.retransmissionPayloadType == 103)
         #expect(!sdp.contains("red/") && !sdp.contains("ulpfec") && !sdp.contains("rtcp-rsize"))
-        let audio = try #require(lines.firstIndex(of: "m=audio 0 UDP/TLS/RTP/SAVPF 111"))
-        #expect(Array(lines[audio...]) == ["m=audio 0 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:1", "a=setup:passive", "a=rtcp-mux"])
+        // The audio, bundled and receive only, with Opus alone (no RED, no comfort noise, no feedback): its packets
+        // are authenticated and dropped.
+        let audio = try #require(lines.firstIndex(of: "m=audio 8189 UDP/TLS/RTP/SAVPF 111"))
+        #expect(Array(lines[audio...]) == ["m=audio 8189 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:1", "a=setup:passive", "a=recvonly",
+                                           "a=rtcp-mux", "a=rtpmap:111 opus/48000/2", "a=candidate:1 1 udp 2130706431 192.0.2.10 8189 typ host", "a=candidate:2 1 udp 2130706175 2001:db8::10 8189 typ host", "a=end-of-candidates"])
+        #expect(media.acceptedAudio == .init(mid: "1", payloadType: 111, encoding: "opus/48000/2", name: "opus"))
     }
 
     @Test func obsAndAiortcGetTheirVideoAccepted() throws {
@@ -76,8 +82,11 @@ import Testing
         #expect(obsMedia.mid == "1" && obsMedia.payloadType == 96 && obsMedia.remoteSSRC == 3_339_016_935)
         #expect(obsMedia.feedback == [.nack, .pli, .remb] && obsMedia.absSendTimeID == nil)
         let lines = Self.lines(obs)
-        #expect(lines.contains("a=group:BUNDLE 1") && lines[9...13] == ["m=audio 0 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:0", "a=setup:passive", "a=rtcp-mux"])
-        #expect(lines[14] == "m=video 8189 UDP/TLS/RTP/SAVPF 96")
+        // OBS's Opus, first in its BUNDLE group, stays first: taken, to be dropped.
+        #expect(lines.contains("a=group:BUNDLE 0 1") && Array(lines[9...18]) == ["m=audio 8189 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 192.0.2.10", "a=mid:0",
+                "a=setup:passive", "a=recvonly", "a=rtcp-mux", "a=rtpmap:111 opus/48000/2", "a=candidate:1 1 udp 2130706431 192.0.2.10 8189 typ host", "a=candidate:2 1 udp 2130706175 2001:db8::10 8189 typ host", "a=end-of-candidates"])
+        #expect(lines[19] == "m=video 8189 UDP/TLS/RTP/SAVPF 96")
+        #expect(obsMedia.acceptedAudio?.payloadType == 111)
         let (_, aiortc) = try Self.answer(Fixtures.aiortc)
         // VP8 first, then H.264 99: the first H.264 mode 1; its RTX source (FID) is not the remote SSRC.
         #expect(aiortc.payloadType == 99 && aiortc.remoteSSRC == 1_828_893_402 && aiortc.absSendTimeID == 2)
@@ -139,14 +148,34 @@ import Testing
     }
 
     @Test func aBundleOnlyVideoBehindARejectedTagIsAccepted() throws {
-        // webrtcbin's audio is the offerer-tagged m-section; the answer rejects it and bundles the video alone
-        // (GStreamer 1.22 took this answer: set-remote-description reached the stable state).
+        // webrtcbin's audio is the offerer-tagged m-section; the answer takes it (to drop its packets) and keeps it
+        // first in the BUNDLE group, the video bundled behind it.
         let (sdp, media) = try Self.answer(Fixtures.webrtcbinAudioVideo)
         #expect(media.mid == "video1" && media.payloadType == 96 && media.remoteSSRC == 1_807_518_368)
         #expect(media.feedback == [.pli, .fir] && media.formatParameters?.contains("sprop-parameter-sets=Z0LA") == true)
         let lines = Self.lines(sdp)
-        #expect(lines.contains("a=group:BUNDLE video1") && lines.contains("m=audio 0 UDP/TLS/RTP/SAVPF 111"))
+        #expect(lines.contains("a=group:BUNDLE audio0 video1") && lines.contains("m=audio 8189 UDP/TLS/RTP/SAVPF 111"))
+        #expect(lines.contains("a=rtpmap:111 OPUS/48000/2") && media.acceptedAudio?.mid == "audio0")
         #expect(lines.contains("m=video 8189 UDP/TLS/RTP/SAVPF 96") && !sdp.contains("bundle-only"))
+    }
+
+    /// Audio that cannot be taken is rejected as before: not bundled with the video, receive only, without rtcp-mux,
+    /// or with nothing but comfort noise, repair formats, or payload types the video or RTCP use.
+    @Test(arguments: [
+        ("a=group:BUNDLE 0 1", "a=group:BUNDLE 1"),
+        ("a=rtpmap:111 opus/48000/2", "a=rtpmap:111 CN/8000"),
+    ])
+    func audioThatCannotBeTakenIsRejected(from: String, to: String) throws {
+        let offer = Fixtures.obs.replacingFirst(from, with: to)
+        let (sdp, media) = try WebRTCAnswer.make(for: try WebRTCOffer.parse(offer), local: Fixtures.local, codecs: Fixtures.bothCodecs)
+        #expect(media.acceptedAudio == nil)
+        #expect(Self.lines(sdp).contains("m=audio 0 UDP/TLS/RTP/SAVPF 111"), "\(sdp)")
+    }
+
+    @Test func anAudioSectionThatOnlyReceivesIsRejected() throws {
+        let offer = Fixtures.obs.replacingFirst("a=mid:0\r\na=sendonly", with: "a=mid:0\r\na=recvonly")
+        let (sdp, media) = try WebRTCAnswer.make(for: try WebRTCOffer.parse(offer), local: Fixtures.local, codecs: Fixtures.bothCodecs)
+        #expect(media.acceptedAudio == nil && Self.lines(sdp).contains("a=group:BUNDLE 1"))
     }
 
     @Test func everyAnswerReadsBackAsWellFormedSDP() throws {
@@ -154,11 +183,14 @@ import Testing
             let offer = try WebRTCOffer.parse(text)
             let (sdp, media) = try WebRTCAnswer.make(for: offer, local: Fixtures.local, codecs: Fixtures.bothCodecs)
             let answer = try WebRTCOffer.parse(sdp)
-            #expect(answer.iceLite && answer.bundleGroups == [[media.mid]] && answer.session.setup == nil, "\(name)")
+            // The video and the audio taken beside it, in the offer's BUNDLE order; the first is the transport's.
+            let taken = Set([media.mid] + (media.acceptedAudio.map { [$0.mid] } ?? []))
+            let group = offer.bundleGroup(containing: media.mid)?.filter(taken.contains) ?? []
+            #expect(answer.iceLite && answer.bundleGroups == [group] && media.transportMid == group.first && answer.session.setup == nil, "\(name)")
             #expect(answer.media.map(\.mid) == offer.media.map(\.mid) && answer.media.map(\.kind) == offer.media.map(\.kind))
             for section in answer.media {
                 #expect(section.transport.iceUsernameFragment == "srv1" && section.transport.setup == .passive)
-                #expect(section.mid == media.mid ? section.direction == .recvonly && section.port == 8189 : section.isRejected)
+                #expect(taken.contains(section.mid ?? "") ? section.direction == .recvonly && section.port == 8189 : section.isRejected)
             }
             #expect(sdp.hasSuffix("\r\n") && !sdp.contains("\n\n") && !sdp.contains("\r\r"))
         }
@@ -232,7 +264,7 @@ import Testing
         let (sdp, media) = try Self.answer(text)
         #expect(media.mid == "1")
         let lines = Self.lines(sdp)
-        #expect(lines.contains("a=group:BUNDLE 1"))
+        #expect(lines.contains("a=group:BUNDLE 0 1"))
         let tail = Array(lines.suffix(9))
         #expect(tail == ["m=video 0 UDP/TLS/RTP/SAVPF 96", "c=IN IP4 192.0.2.10", "a=mid:2", "a=setup:passive", "a=rtcp-mux",
                          "m=application 0 UDP/DTLS/SCTP webrtc-datachannel", "c=IN IP4 192.0.2.10", "a=mid:3", "a=setup:passive"])

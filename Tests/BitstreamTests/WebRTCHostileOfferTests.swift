@@ -15,7 +15,11 @@ import Testing
             return false
         }
         let answer = try? WebRTCOffer.parse(sdp)
-        #expect(answer?.media.count == offer.media.count && answer?.bundleGroups == [[media.mid]])
+        // One BUNDLE group: the video and the audio taken beside it, the transport's section first.
+        let taken = Set([media.mid] + (media.acceptedAudio.map { [$0.mid] } ?? []))
+        let group = answer?.bundleGroups.first ?? []
+        #expect(answer?.media.count == offer.media.count && answer?.bundleGroups.count == 1 && Set(group) == taken
+                && group.count == taken.count && group.first == media.transportMid)
         return true
     }
 

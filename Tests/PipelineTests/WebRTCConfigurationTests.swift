@@ -77,13 +77,22 @@ import Testing
         (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\ntoken_file = \"t\"\n", 7, "token_file applies to listen = \"whip\""),
         (webrtc + "[[stream]]\nname = \"s\"\nlisten = \"whip://127.0.0.1:1\"\n", 6, "WebRTC streams are written listen = \"whip\""),
         ("[webrtc]\nlisten = \"0.0.0.0:8889\"\nmedia = \"127.0.0.1:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "loopback"),
-        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"0.0.0.0:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 3, "announce"),
+        ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"localhost:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 3, "not a numeric address or a wildcard"),
         ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\nannounce = [\"example.com\"]\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 4, "numeric"),
         ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\nport = 1\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", 4, "unknown key 'port' in [webrtc]"),
         ("[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"127.0.0.1:8189\"\n[[stream]]\nname = \"s\"\nlisten = \"udp://127.0.0.1:8189\"\n", 6, "same UDP port as [webrtc] media"),
     ])
     func mistakesAreRefusedOnTheirLine(text: String, line: Int, message: String) {
         _ = expectRefused(text, line: line, message: message)
+    }
+
+    /// A wildcard `media` needs no `announce`: answers name the interfaces' addresses (HostCandidates).
+    @Test(arguments: ["0.0.0.0:8189", "[::]:8189"])
+    func aWildcardMediaIsTakenWithoutAnnounce(media: String) throws {
+        let configuration = try ConfigurationLoader.parse(
+            "[webrtc]\nlisten = \"127.0.0.1:8889\"\nmedia = \"\(media)\"\n[[stream]]\nname = \"s\"\nlisten = \"tcp://127.0.0.1:1\"\n", file: "/tmp/c.toml")
+        #expect(configuration.webrtc?.mediaIsWildcard == true)
+        #expect(configuration.webrtc?.announce == [])
     }
 
     @Test func aShortOrOddTokenIsRefusedWithoutRepeatingIt() throws {

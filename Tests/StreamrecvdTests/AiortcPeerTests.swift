@@ -7,8 +7,8 @@ import Testing
 /// packetizer (STAP-A for the parameter sets, FU-A above 1300 bytes). First it sends an x264 clip made here as it
 /// is, so that every frame the daemon publishes is checked bit-exact against FFmpeg's decode of the clip itself;
 /// then aiortc's own encoder, against the H.264 it recorded. Each session is counted, DELETE ends it, and the
-/// daemon stays up. aiortc offers video only: it cannot take an answer that rejects an audio m-section (the
-/// script says why).
+/// daemon stays up. With Opus beside the video (as OBS and browsers send it) the audio is taken and dropped: aiortc
+/// cannot take an answer that rejects an audio m-section (the script says why).
 @Suite(.serialized) struct AiortcPeerTests {
     /// aiortc-whip-client.py against the daemon; returns its last line and its log.
     static func runClient(url: String, frames: Int, extra: [String]) throws -> (result: String, log: String) {
@@ -54,6 +54,30 @@ import Testing
         #expect(client.result == "sent \(frames) frames", "\(client.log)\n\(daemon.log.suffix(3000))")
         let reference = try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: true)
         #expect(reference.count == frames, "aiortc encoded \(reference.count) frames")
+        try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
+    }
+
+    /// Opus beside the video, first in the offer as OBS puts it: answered in the BUNDLE, every audio packet
+    /// authenticated and dropped (counted), and the video bit-exact as without it.
+    @Test func audioBesideTheVideoIsTakenAndDropped() throws {
+        let metricsPort = freePort()
+        let (daemon, whipPort, _) = try WebRTCIngestTests.daemon("aiortcaudio", metricsPort: metricsPort)
+        let directory = daemon.directory
+        let clip = directory.appendingPathComponent("clip.h264").path
+        let frames = 90
+        try runChecked("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", String(frames),
+                                  "-c:v", "libx264", "-profile:v", "baseline", "-bf", "0", "-g", "30", "-tune", "zerolatency",
+                                  "-x264-params", "repeat-headers=1", "-f", "h264", clip])
+        let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 30, directory: directory)
+        let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", frames: frames,
+                                        extra: ["--send", clip, "--audio"])
+        #expect(client.result == "sent \(frames) frames", "\(client.log)\n\(daemon.log.suffix(3000))")
+        try WebRTCIngestTests.expectBitExact(cat, against: clip, daemon: daemon, fromFirst: true)
+        #expect(daemon.log.contains("its audio (opus) taken and dropped"), "\(daemon.log.suffix(2000))")
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        // Three seconds of 20 ms Opus packets: about 150.
+        #expect((unlabelled(body, "streamrecvd_webrtc_audio_packets_dropped_total") ?? 0) >= 50, "\(body)")
+        #expect((unlabelled(body, "streamrecvd_webrtc_srtp_rejected_total") ?? 0) == 0, "\(body)")
         try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
     }
 }

@@ -12,7 +12,7 @@ import Testing
 
     /// A daemon with one whip stream on loopback; the token file is the daemon's alone.
     static func daemon(_ label: String, settings: [String: String] = [:], metricsPort: Int? = nil, namespace: String? = nil,
-                       environment: [String: String] = [:]) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
+                       environment: [String: String] = [:], mediaHost: String = "127.0.0.1") throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
         let directory = try TestEnvironment.temporaryDirectory()
         let tokenPath = directory.appendingPathComponent("whip.token").path
         try (token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
@@ -21,7 +21,7 @@ import Testing
         let daemon = try DaemonProcess(
             label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"].merging(settings) { $1 },
             daemonSettings: metricsPort.map { ["metrics": "\"127.0.0.1:\($0)\""] } ?? [:], transport: "whip",
-            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"", start: false)
+            tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"\(mediaHost.contains(":") ? "[\(mediaHost)]" : mediaHost):\(mediaPort)\"", start: false)
         try daemon.start(environment: environment, namespace: namespace)
         return (daemon, whipPort, mediaPort)
     }

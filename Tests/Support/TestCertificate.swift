@@ -3,16 +3,16 @@ import Glibc
 
 /// Certificates for HTTPS tests, made at test time by the `openssl` command (nothing is committed).
 public enum TestCertificate {
-    /// A self-signed ECDSA P-256 certificate for localhost and 127.0.0.1, and its unencrypted key (mode 0600):
+    /// A self-signed ECDSA P-256 certificate for localhost and 127.0.0.1 (or `alternativeNames`), and its unencrypted key (mode 0600):
     /// `NAME.pem` and `NAME.key` in `directory`. `days` is how long it is valid from now.
     public static func make(in directory: URL, name: String = "server", commonName: String = "localhost", days: Int = 30,
-                            keyPassword: String? = nil) throws -> (certificate: String, key: String) {
+                            keyPassword: String? = nil, alternativeNames: [String] = ["DNS:localhost", "IP:127.0.0.1"]) throws -> (certificate: String, key: String) {
         let certificate = directory.appendingPathComponent("\(name).pem").path
         let key = directory.appendingPathComponent("\(name).key").path
         let encryption = keyPassword.map { ["-passout", "pass:\($0)"] } ?? ["-nodes"]
         _ = try runChecked("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] + encryption + [
             "-keyout", key, "-out", certificate, "-days", String(days), "-subj", "/CN=\(commonName)",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext", "subjectAltName=" + alternativeNames.joined(separator: ","),
         ])
         chmod(key, 0o600)
         return (certificate, key)

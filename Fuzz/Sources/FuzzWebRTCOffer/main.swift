@@ -24,14 +24,25 @@ public func fuzzWebRTCOffer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     let answer: WebRTCOffer
     do { answer = try WebRTCOffer.parse(sdp) } catch { preconditionFailure("the answer does not read back: \(error)") }
     precondition(answer.media.map(\.mid) == offer.media.map(\.mid) && answer.media.map(\.kind) == offer.media.map(\.kind))
-    precondition(answer.bundleGroups == [[video.mid]] && answer.iceLite, "the BUNDLE group is not the accepted mid alone")
+    // One BUNDLE group: the video and the audio taken beside it (to be dropped), the transport's section first.
+    let taken = [video.mid] + (video.acceptedAudio.map { [$0.mid] } ?? [])
+    let group = answer.bundleGroups.first ?? []
+    precondition(answer.bundleGroups.count == 1 && Set(group) == Set(taken) && group.count == taken.count && answer.iceLite,
+                 "the BUNDLE group is not the accepted mids alone")
+    precondition(group.first == video.transportMid, "the transport is not the group's first section's")
     let accepted = answer.media.filter { !$0.isRejected }
-    precondition(accepted.count == 1 && accepted[0].mid == video.mid && accepted[0].direction == .recvonly)
+    precondition(accepted.count == taken.count && accepted.allSatisfy { $0.direction == .recvonly })
+    let acceptedVideo = accepted.first { $0.mid == video.mid }!
     // The negotiated type, and its RTX (apt = that type) when the offer had one.
     let expected = [video.payloadType] + (video.retransmissionPayloadType.map { [$0] } ?? [])
-    precondition(accepted[0].payloads.map(\.payloadType) == expected && video.clockRate == 90000)
+    precondition(acceptedVideo.payloads.map(\.payloadType) == expected && video.clockRate == 90000)
     if let retransmission = video.retransmissionPayloadType {
-        precondition(accepted[0].payload(retransmission)?.parameters["apt"] == String(video.payloadType), "RTX without its apt")
+        precondition(acceptedVideo.payload(retransmission)?.parameters["apt"] == String(video.payloadType), "RTX without its apt")
+    }
+    if let audio = video.acceptedAudio {
+        let section = accepted.first { $0.mid == audio.mid }!
+        // One audio type, colliding with nothing of the video's: a packet's type tells the two apart.
+        precondition(section.kind == .audio && section.payloads.map(\.payloadType) == [audio.payloadType] && !expected.contains(audio.payloadType))
     }
     precondition(video.packetizationMode == 0 || video.packetizationMode == 1)
     return 0

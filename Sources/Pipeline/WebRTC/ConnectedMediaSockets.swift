@@ -7,7 +7,8 @@ import NIOPosix
 /// (SO_REUSEPORT, which the kernel allows only to the same user) and connected to the client, so that the kernel
 /// hands the client's datagrams to it and not to the shared socket. A flood of the shared port (strangers' STUN at
 /// 190 000 datagrams a second) then fills only the shared socket's buffer; before, it crowded the session's media
-/// out of the one buffer both had (issue 31, item 4). Where the shared socket was not bound with SO_REUSEPORT (an
+/// out of the one buffer both had (issue 31, item 4). Where the shared socket is a wildcard, the session's socket is
+/// bound to the address the client reached, which its replies then leave from too. Where the shared socket was not bound with SO_REUSEPORT (an
 /// inherited one), the sessions stay on it, said once. Confined to the media loop.
 final class ConnectedMediaSockets {
     private enum Peer {
@@ -19,32 +20,42 @@ final class ConnectedMediaSockets {
 
     private let loop: EventLoop
     private let local: SocketAddress
+    private let wildcard: WildcardMediaSocket?
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     private let logger: Logger
     private var peers: [SocketAddress: Peer] = [:]
     private var saidUnavailable = false
 
-    init(loop: EventLoop, local: SocketAddress, table: NIOLoopBoundBox<WebRTCSessionTable>, logger: Logger) {
+    init(loop: EventLoop, local: SocketAddress, wildcard: WildcardMediaSocket?, table: NIOLoopBoundBox<WebRTCSessionTable>, logger: Logger) {
         self.loop = loop
         self.local = local
+        self.wildcard = wildcard
         self.table = table
         self.logger = logger
     }
 
-    func joined(_ peer: SocketAddress) {
+    /// `address`: the local address the peer reached (nil where the shared socket has one).
+    func joined(_ peer: SocketAddress, at address: SocketAddress?) {
         guard peers[peer] == nil else { return }
+        // A dual-stack socket's: the same family as the shared socket, so that the kernel prefers this one.
+        let dualStack = wildcard?.isIPv6 == true
+        guard wildcard == nil || address != nil else { return }
+        let bindTo = address.map { dualStack ? $0.mapped ?? $0 : $0 } ?? local
+        let connectTo = dualStack ? peer.mapped ?? peer : peer
         peers[peer] = .opening
-        let table = self.table
+        let (table, wildcard) = (self.table, self.wildcard)
         let opened = DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
             .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
             .channelOption(.datagramVectorReadMessageCount, value: 16)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table, wildcard: wildcard, boundLocal: address))
+                }
             }
-            .bind(to: local)
-            .flatMap { channel in channel.connect(to: peer).map { channel }.flatMapErrorThrowing { error in channel.close(promise: nil); throw error } }
+            .bind(to: bindTo)
+            .flatMap { channel in channel.connect(to: connectTo).map { channel }.flatMapErrorThrowing { error in channel.close(promise: nil); throw error } }
         let bound = NIOLoopBound(self, eventLoop: loop)
         opened.whenComplete { result in bound.value.opened(peer, result) }
     }

@@ -28,8 +28,13 @@ public struct WebRTCServerConfiguration: Sendable, Equatable {
         self.media = media
     }
 
-    /// The addresses answers name as candidates.
+    /// The addresses answers name as candidates, where `media` is one address or `announce` is set (a wildcard
+    /// `media` names the interfaces' addresses at each offer: `HostCandidates`).
     public var candidateAddresses: [String] { announce.isEmpty ? [media.host] : announce }
+
+    /// `media` is 0.0.0.0 or ::: datagrams come to every address of the machine, and replies leave from the one
+    /// each came to (`WildcardMediaSocket`).
+    public var mediaIsWildcard: Bool { BindAddress.resolveNumeric(media.host)?.isWildcard == true }
 
     /// The WHIP URL of `stream`.
     public func url(of stream: String) -> String {

@@ -52,6 +52,11 @@ final class WebRTCMetrics: Sendable {
     /// A sender that took a new SSRC mid-session (a restarted encoder), followed at once.
     let ssrcChanges: Counter
     let bytesReceived: Counter
+    /// Replies a wildcard media socket could not send from the address their peer used (a full send buffer, or
+    /// the address left the machine): lost, as UDP may lose them.
+    let datagramsNotSent: Counter
+    /// Packets of the audio answered beside the video, authenticated and dropped.
+    let audioPacketsDropped: Counter
     /// HTTP connections without a whole request closed to make room for another party's (ConnectionPlaces).
     let connectionsGivenUp: Counter
 
@@ -71,6 +76,8 @@ final class WebRTCMetrics: Sendable {
         ssrcChanges = counter("ssrc_changes_total")
         bytesReceived = counter("received_bytes_total")
         connectionsGivenUp = counter("connections_given_up_total")
+        datagramsNotSent = counter("datagrams_not_sent_total")
+        audioPacketsDropped = counter("audio_packets_dropped_total")
     }
 
     func ended(_ reason: SessionEnd) { ended[reason]?.increment() }

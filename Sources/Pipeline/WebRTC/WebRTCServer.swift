@@ -1,3 +1,4 @@
+import Bitstream
 import CoreMetrics
 import Decoding
 import SharedFrames
@@ -142,41 +143,68 @@ final class WebRTCServer: Service, Sendable {
     /// The options below are set on an inherited socket too (NIO applies them to an adopted one).
     private func bindMedia(inherited: Int32?) async throws -> Channel {
         let table = self.table
-        // No SO_REUSEADDR (claimUDPPort clears an inherited socket's): another local user binding the same port
-        // would receive the media.
-        let bootstrap = DatagramBootstrap(group: loop)
-            .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
-            // A flood is read 64 datagrams a system call (recvmmsg) and screened where it lies (WebRTCMediaHandler).
-            .channelOption(.datagramVectorReadMessageCount, value: 64)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table))
-                }
-            }
-        let channel: Channel
+        // Decided before the channel exists: its handler tells datagrams' local addresses apart on a wildcard.
+        let wildcard: WildcardMediaSocket?
+        let descriptor: Int32?
         if let inherited {
             let name = InheritedWebRTCSockets.mediaName
             let address = try InheritedSocket.check(inherited, name: name, kind: .udp, expected: configuration.media, key: "media")
             if try !InheritedSocket.claimUDPPort(inherited, name: name) {
                 logger.warning("WebRTC: /proc/net/udp does not show the inherited socket '\(name)': whether another socket shares its port was not checked")
             }
-            channel = try await bootstrap.withBoundSocket(inherited).get()
+            // check() found it bound to `media`: a wildcard when that is one.
+            wildcard = configuration.mediaIsWildcard ? WildcardMediaSocket.adopting(inherited, media: configuration.media) : nil
+            descriptor = inherited
             logger.notice("WebRTC: media on the inherited socket '\(name)' (\(address), socket activation)")
+        } else if configuration.mediaIsWildcard {
+            // SO_REUSEPORT as below; made here to ask for each datagram's destination before the first arrives.
+            let socket = try WildcardMediaSocket.bind(configuration.media)
+            (wildcard, descriptor) = (socket, socket.descriptor)
+        } else {
+            (wildcard, descriptor) = (nil, nil)
+        }
+        // No SO_REUSEADDR (claimUDPPort clears an inherited socket's): another local user binding the same port
+        // would receive the media.
+        var bootstrap = DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
+            // A flood is read 64 datagrams a system call (recvmmsg) and screened where it lies (WebRTCMediaHandler).
+            .channelOption(.datagramVectorReadMessageCount, value: 64)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table, wildcard: wildcard))
+                }
+            }
+        if wildcard != nil { bootstrap = bootstrap.channelOption(.receivePacketInfo, value: true) }
+        let channel: Channel
+        if let descriptor {
+            channel = try await bootstrap.withBoundSocket(descriptor).get()
         } else {
             // SO_REUSEPORT: each session's own connected socket binds the same port (ConnectedMediaSockets); the
             // kernel lets only this user's sockets share it.
             channel = try await bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
                 .bind(host: configuration.media.host, port: configuration.media.port).get()
         }
-        let (loop, logger) = (self.loop, self.logger)
+        if wildcard != nil {
+            let names = HostCandidates.select(from: HostCandidates.interfaceAddresses(), ipv6Socket: configuration.media.host.contains(":"),
+                                              limit: WebRTCAnswer.maximumCandidates)
+            logger.info("WebRTC: media on every address of the machine; answers name the interfaces' addresses (now \(names.joined(separator: ", ")))")
+        }
+        let (loop, logger, metrics) = (self.loop, self.logger, self.metrics)
         try await loop.submit {
-            table.value.send = { bytes, destination in
-                channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
+            table.value.send = { bytes, destination, source in
+                // A closed channel's descriptor may already be another file's.
+                guard channel.isActive else { return }
+                if let wildcard, let source {
+                    if !wildcard.send(bytes, to: destination, from: source) { metrics.datagramsNotSent.increment() }
+                    return
+                }
+                let target = wildcard?.isIPv6 == true ? destination.mapped ?? destination : destination
+                channel.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
             }
             guard let local = channel.localAddress else { return }
-            let sockets = ConnectedMediaSockets(loop: loop, local: local, table: table, logger: logger)
-            table.value.peerJoined = { sockets.joined($0) }
+            let sockets = ConnectedMediaSockets(loop: loop, local: local, wildcard: wildcard, table: table, logger: logger)
+            table.value.peerJoined = { sockets.joined($0, at: $1) }
             table.value.peerLeft = { sockets.left($0) }
         }.get()
         return channel
@@ -228,15 +256,25 @@ final class WebRTCMediaHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    /// Where the socket is bound to a wildcard: each datagram's local address is read from its packet info.
+    private let wildcard: WildcardMediaSocket?
+    /// A session's own socket of a wildcard server: the one local address it is bound to.
+    private let boundLocal: SocketAddress?
 
-    init(table: NIOLoopBoundBox<WebRTCSessionTable>) { self.table = table }
+    init(table: NIOLoopBoundBox<WebRTCSessionTable>, wildcard: WildcardMediaSocket?, boundLocal: SocketAddress? = nil) {
+        self.table = table
+        self.wildcard = wildcard
+        self.boundLocal = boundLocal
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         let (table, now) = (self.table.value, MonotonicClock.nanoseconds())
+        let source = wildcard?.isIPv6 == true ? envelope.remoteAddress.unmapped : envelope.remoteAddress
         // Strangers' datagrams are dropped before they are copied or parsed: a flood costs as little as it can.
-        let dropped = envelope.data.withUnsafeReadableBytes { table.screen($0, from: envelope.remoteAddress, now: now) }
+        let dropped = envelope.data.withUnsafeReadableBytes { table.screen($0, from: source, now: now) }
         guard !dropped else { return }
-        table.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress, now: now)
+        let local = boundLocal ?? wildcard?.local(from: envelope.metadata?.packetInfo)
+        table.receive(Array(envelope.data.readableBytesView), from: source, to: local, now: now)
     }
 }

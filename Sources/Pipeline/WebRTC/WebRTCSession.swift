@@ -33,6 +33,9 @@ final class WebRTCSession {
     let createdAt: UInt64
     /// Where the client's checks came from and its media goes; fixed by the first authenticated check.
     private(set) var remote: SocketAddress?
+    /// Which of our addresses replies leave from, where the media socket has several (a wildcard): the one the
+    /// nominated pair's checks and the media come to; nil where the socket has one address.
+    private(set) var local: SocketAddress?
     private(set) var lastConsent: UInt64
     private(set) var state = State.awaitingConnectivity
     private(set) var loss = LossRecovery()
@@ -65,7 +68,8 @@ final class WebRTCSession {
         localUsernameFragment = local.ufrag
         localPassword = Array(local.password.utf8)
         // Media-level ICE and DTLS attributes override the session's (RFC 8839 §5.4, RFC 8842 §5).
-        let section = offer.media.first { $0.mid == media.mid }?.transport
+        // The BUNDLE's transport is its tagged section's (RFC 8843 §7.3.1): the audio's where the offer put it first.
+        let section = offer.media.first { $0.mid == (media.transportMid ?? media.mid) }?.transport
         remoteUsernameFragment = section?.iceUsernameFragment ?? offer.session.iceUsernameFragment ?? ""
         remoteFingerprint = section?.sha256Fingerprint ?? offer.session.sha256Fingerprint ?? []
         self.media = media
@@ -84,6 +88,14 @@ final class WebRTCSession {
     var isConnected: Bool { if case .connected = state { true } else { false } }
 
     // MARK: - ICE
+
+    /// A datagram from the session's address came to `address` (nil: the socket has one). Media and nominating
+    /// checks move replies there; another check only where none is known yet (a client checks every pair, and
+    /// answers to a pair it did not choose would leave from an address it does not expect).
+    func heard(at address: SocketAddress?, nominating: Bool) {
+        guard let address, local == nil || nominating else { return }
+        local = address
+    }
 
     /// A binding request already known to carry this session's username: the response to send, or nil (drop it)
     /// when it fails MESSAGE-INTEGRITY or FINGERPRINT or comes from another address than the first good check.
@@ -167,6 +179,8 @@ final class WebRTCSession {
         case video([UInt8])
         /// Authenticated but nothing for the decoder (an RTX padding probe, another payload type's packet).
         case nothing
+        /// A packet of the audio answered beside the video: dropped here.
+        case audio
         /// Failed authentication, replayed, or no SRTP yet.
         case rejected
     }
@@ -183,6 +197,8 @@ final class WebRTCSession {
             transportFeedback?.record(sequenceNumber: sequence, mediaSSRC: ssrc, arrival: now)
         }
         guard var header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
+        // The audio answered beside the video: authenticated (the SRTP context must see its packets), then dropped.
+        if header.payloadType == media.acceptedAudio?.payloadType { return .audio }
         var packet = clear
         if header.payloadType == media.retransmissionPayloadType {
             guard let original = repaired(header) else { return .nothing }

@@ -39,11 +39,13 @@ final class WebRTCSessionTable {
     private(set) var byAddress: [SocketAddress: String] = [:]
     /// Each stream's session (one at a time, by its `second_sender` policy): the slot's sender is its id.
     private var slots: [String: SenderSlot<String>] = [:]
-    /// Sends a datagram from the media socket; set once it is bound.
-    var send: (([UInt8], SocketAddress) -> Void)?
-    /// A session's address is known (its first authenticated check), or forgotten: the server gives it a socket of
-    /// its own (ConnectedMediaSockets), so that a flood of the shared port cannot crowd its datagrams out.
-    var peerJoined: ((SocketAddress) -> Void)?
+    /// Sends a datagram from the media socket, from the given local address where the socket has several (a
+    /// wildcard `media`; nil: the socket's own); set once it is bound.
+    var send: (([UInt8], SocketAddress, SocketAddress?) -> Void)?
+    /// A session's address is known (its first authenticated check, with the local address it came to where the
+    /// socket has several), or forgotten: the server gives it a socket of its own (ConnectedMediaSockets), so that
+    /// a flood of the shared port cannot crowd its datagrams out.
+    var peerJoined: ((SocketAddress, SocketAddress?) -> Void)?
     var peerLeft: ((SocketAddress) -> Void)?
     private var lastReport: UInt64 = 0
 
@@ -83,6 +85,13 @@ final class WebRTCSessionTable {
         reportStatus(stream, nil)
     }
 
+    /// The addresses answers name: `announce`, else the interfaces' where `media` is a wildcard, else `media`'s.
+    func candidateAddresses() -> [String] {
+        guard configuration.announce.isEmpty, configuration.mediaIsWildcard else { return configuration.candidateAddresses }
+        return HostCandidates.select(from: HostCandidates.interfaceAddresses(), ipv6Socket: configuration.media.host.contains(":"),
+                                     limit: WebRTCAnswer.maximumCandidates)
+    }
+
     /// The id of the stream's session now.
     private func current(of stream: String) -> String? { slots[stream]?.occupant?.sender }
 
@@ -120,7 +129,7 @@ final class WebRTCSessionTable {
         let local = WebRTCAnswer.LocalParameters(
             iceUsernameFragment: credentials.ufrag, icePassword: credentials.password,
             fingerprintSHA256: identity.fingerprintSHA256,
-            candidates: configuration.candidateAddresses.map { ($0, UInt16(configuration.media.port)) },
+            candidates: candidateAddresses().map { ($0, UInt16(configuration.media.port)) },
             sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
         let codecs: Set<VideoCodec> = route.configuration.codec.map { [$0] } ?? [.h264, .h265]
         let answer: (sdp: String, media: WebRTCAnswer.NegotiatedVideo)
@@ -185,19 +194,26 @@ final class WebRTCSessionTable {
 
     // MARK: - Datagrams
 
-    func receive(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
+    /// A datagram from `source` to `local` (the address it came to where the socket has several; nil otherwise).
+    func receive(_ datagram: [UInt8], from source: SocketAddress, to local: SocketAddress? = nil, now: UInt64) {
         switch MultiplexedPacketKind.classify(datagram) {
         case .stun:
-            receiveSTUN(datagram, from: source, now: now)
+            receiveSTUN(datagram, from: source, to: local, now: now)
         case .dtls:
             guard let session = session(at: source) else { return reject(source, "DTLS from an address with no session", now: now) }
-            handle(session.receiveDTLS(datagram) { send?($0, source) }, of: session, now: now)
+            // Not authenticated before the handshake ends: moves replies only where no check did yet.
+            session.heard(at: local, nominating: false)
+            handle(session.receiveDTLS(datagram) { send?($0, source, session.local) }, of: session, now: now)
         case .rtp:
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
             guard let (session, outcome) = received, case .video(let packet) = outcome else {
-                if case .nothing = received?.1 { return }
-                return rejectSRTP(source, now: now)
+                switch received?.1 {
+                case .nothing?: return
+                case .audio?: return metrics.audioPacketsDropped.increment()
+                default: return rejectSRTP(source, now: now)
+                }
             }
+            session.heard(at: local, nominating: true)
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             if let change = session.takeSourceChange() {
                 metrics.ssrcChanges.increment()
@@ -205,7 +221,7 @@ final class WebRTCSessionTable {
                         "WebRTC session \(session.id): the sender changed SSRC from \(change.from) to \(change.to) (an encoder restart?): followed, keyframe asked for")
             }
             deliver(packet, of: session, now: now)
-            if let request = session.initialKeyframeRequest() { send?(request, source) }
+            if let request = session.initialKeyframeRequest() { send?(request, source, session.local) }
             // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
             sendRetransmissionRequests(of: session, to: source, now: now)
         case .rtcp:
@@ -213,6 +229,7 @@ final class WebRTCSessionTable {
                 metrics.srtpRejected.increment()
                 return
             }
+            session.heard(at: local, nominating: true)
         case .unknown:
             reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
         }
@@ -220,7 +237,7 @@ final class WebRTCSessionTable {
 
     private func session(at source: SocketAddress) -> WebRTCSession? { byAddress[source].flatMap { sessions[$0] } }
 
-    private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, now: UInt64) {
+    private func receiveSTUN(_ datagram: [UInt8], from source: SocketAddress, to local: SocketAddress?, now: UInt64) {
         guard let message = try? STUNMessage.parse(datagram) else { return reject(source, "a malformed STUN message", now: now) }
         // Binding indications are keepalives (RFC 8445 §11): nothing to answer.
         if message.messageClass == .indication, session(at: source) != nil { return }
@@ -231,11 +248,13 @@ final class WebRTCSessionTable {
         guard let response = session.answerConnectivityCheck(message, bytes: datagram, from: source, now: now) else {
             return reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
         }
+        session.heard(at: local, nominating: message.value(of: STUNAttribute.useCandidate) != nil)
         if byAddress[source] == nil, session.remote == source {
             byAddress[source] = id
-            peerJoined?(source)
+            peerJoined?(source, local)
         }
-        send?(response, source)
+        // From the address the check came to, whichever pair it was: the client matches responses by it.
+        send?(response, source, local)
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
@@ -262,7 +281,8 @@ final class WebRTCSessionTable {
                 codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [],
                 authenticatedSources: true)))
             let remote = session.remote?.description ?? "unknown"
-            log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)")
+            let audio = session.media.acceptedAudio.map { ", its audio (\($0.name)) taken and dropped" } ?? ""
+            log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)\(audio)")
             // Short: the ring's status holds 128 bytes (an IPv6 address and port take 47 of them).
             let address = session.remote.flatMap { remote in remote.ipAddress.map { "\($0):\(remote.port ?? 0)" } } ?? "unknown"
             setStatus(route, "WebRTC: connected from \(address) (\(session.media.codec), PT \(session.media.payloadType), \(session.media.bandwidthFeedback)\(Self.simulcastNote(session.media, short: true)))")
@@ -309,7 +329,7 @@ final class WebRTCSessionTable {
         if case .ended = session.state {} else {
             // The client is told, unless it is the one that ended it or the association is what failed.
             if let remote = session.remote, ![.closedByClient, .dtlsFailed, .fingerprintMismatch].contains(reason) {
-                for datagram in session.closeAssociation() { send?(datagram, remote) }
+                for datagram in session.closeAssociation() { send?(datagram, remote, session.local) }
             }
             _ = session.end(reason, detail)
         }
@@ -325,12 +345,12 @@ final class WebRTCSessionTable {
     func sendFeedback(_ packet: [UInt8], stream: String) {
         guard let id = current(of: stream), let session = sessions[id], let remote = session.remote,
               let protected = session.protectRTCP(packet) else { return }
-        send?(protected, remote)
+        send?(protected, remote, session.local)
     }
 
     private func sendRetransmissionRequests(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
         let requests = session.retransmissionRequests(now: now)
-        for packet in requests.packets { send?(packet, remote) }
+        for packet in requests.packets { send?(packet, remote, session.local) }
         if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
     }
 
@@ -338,10 +358,10 @@ final class WebRTCSessionTable {
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
-            session.handleTimers { send?($0, remote) }
+            session.handleTimers { send?($0, remote, session.local) }
             sendRetransmissionRequests(of: session, to: remote, now: now)
             let feedback = session.dueTransportFeedback(now: now)
-            for packet in feedback { send?(packet, remote) }
+            for packet in feedback { send?(packet, remote, session.local) }
             if !feedback.isEmpty { metrics.transportFeedbackSent.increment(by: Int64(feedback.count)) }
         }
         guard now &- lastReport >= 1_000_000_000 else { return }
@@ -354,7 +374,7 @@ final class WebRTCSessionTable {
             if let reason = expiry(of: session, now: now) {
                 end(session.id, reason.0, reason.1, now: now)
             } else if let remote = session.remote {
-                for report in session.periodicReports(now: now, elapsedNanoseconds: elapsed) { send?(report, remote) }
+                for report in session.periodicReports(now: now, elapsedNanoseconds: elapsed) { send?(report, remote, session.local) }
             }
         }
     }

@@ -1,0 +1,137 @@
+import Bitstream
+import Foundation
+import Glibc
+import MediaSecurity
+import StreamrecvTestSupport
+import Testing
+
+/// Issue 33, item 5: `media` on a wildcard. Answers name the machine's interface addresses (no `announce`), every
+/// reply leaves from the address its check came to (else ICE takes it for no reply), a libnice client on this
+/// machine connects without being told an address, and a remote host (a network namespace) shares over HTTPS.
+@Suite(.serialized) struct WebRTCWildcardMediaTests {
+    /// The answer's ICE credentials and host candidates ("ADDRESS PORT").
+    static func answer(_ sdp: String) -> (ufrag: String, password: String, candidates: [String]) {
+        let lines = sdp.split(whereSeparator: \.isNewline).map(String.init)
+        let value = { (prefix: String) in lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) } ?? "" }
+        let candidates = lines.filter { $0.hasPrefix("a=candidate:") }.map { line in
+            let fields = line.split(separator: " ")
+            return "\(fields[4]) \(fields[5])"
+        }
+        return (value("a=ice-ufrag:"), value("a=ice-pwd:"), candidates)
+    }
+
+    /// A UDP socket on 127.0.0.1 sending to `address`:`port` (IPv4), and the address the reply came from.
+    static func exchange(_ datagram: [UInt8], on descriptor: Int32, to address: String, port: Int) -> (reply: [UInt8], from: String)? {
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_port = in_port_t(port).bigEndian
+        inet_pton(AF_INET, address, &target.sin_addr)
+        let sent = withUnsafePointer(to: &target) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard sent == datagram.count else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        var source = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = withUnsafeMutablePointer(to: &source) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(descriptor, &buffer, buffer.count, 0, $0, &length) }
+        }
+        guard count > 0 else { return nil }
+        var text = [CChar](repeating: 0, count: 64)
+        inet_ntop(AF_INET, &source.sin_addr, &text, socklen_t(text.count))
+        let host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (Array(buffer[0..<count]), "\(host):\(Int(in_port_t(bigEndian: source.sin_port)))")
+    }
+
+    /// 127.0.0.2 and 127.0.0.3 are this machine's, but the kernel's own choice of source towards 127.0.0.1 is
+    /// 127.0.0.1: a reply from there would be, to an ICE agent, no reply to its check of 127.0.0.2.
+    @Test(arguments: ["0.0.0.0", "::"])
+    func checksAreAnsweredFromTheAddressTheyReached(wildcard: String) throws {
+        let network = try TestNetwork(hosts: 1) // an address beside loopback, on any machine
+        let metricsPort = freePort()
+        let (daemon, whipPort, mediaPort) = try WebRTCIngestTests.daemon("wild\(wildcard == "::" ? 6 : 4)", metricsPort: metricsPort, mediaHost: wildcard)
+        #expect(daemon.log.contains("answers name the interfaces' addresses"), "\(daemon.log.suffix(2000))")
+        let response = try httpRequest(port: whipPort, method: "POST", path: "/whip/\(daemon.name)",
+                                       headers: ["Content-Type": "application/sdp", "Authorization": "Bearer \(WebRTCIngestTests.token)"],
+                                       body: WebRTCHostileTests.offer(ufrag: "probe1234"))
+        #expect(response.status == 201, "\(response.body)\n\(daemon.log.suffix(2000))")
+        let local = Self.answer(response.body)
+        // The interfaces' addresses, with the media port; loopback only where the machine has nothing else.
+        #expect(local.candidates.contains("\(network.localAddress) \(mediaPort)"), "\(local.candidates)")
+        #expect(!local.candidates.contains { $0.hasPrefix("127.") || $0.hasPrefix("::1 ") || $0.hasPrefix("0.0.0.0") }, "\(local.candidates)")
+        #expect(local.candidates.contains { $0.contains(":") } == (wildcard == "::" && local.candidates.contains { $0.hasPrefix("fd") || $0.hasPrefix("2") }))
+
+        let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(client) }
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var own = sockaddr_in()
+        own.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
+        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        for (index, address) in ["127.0.0.2", "127.0.0.3", network.localAddress, "127.0.0.1"].enumerated() {
+            let request = STUNMessage.bindingRequest(
+                transactionID: (0..<12).map { UInt8($0 + index * 12) }, username: "\(local.ufrag):probe1234", priority: 1_000_000,
+                role: .controlling(tiebreaker: 42), useCandidate: index == 1, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+            let reply = Self.exchange(request, on: client, to: address, port: mediaPort)
+            #expect(reply?.from == "\(address):\(mediaPort)", "a check of \(address) was answered from \(reply?.from ?? "nowhere")\n\(daemon.log.suffix(2000))")
+            let message = reply.flatMap { try? STUNMessage.parse($0.reply) }
+            #expect(message?.messageClass == .successResponse && message?.transactionID == request[8..<20].map { $0 })
+        }
+        #expect(daemon.isRunning)
+        withExtendedLifetime(network) {}
+    }
+
+    /// libnice gathers no loopback candidate and pairs none with a loopback remote: with a wildcard `media` the
+    /// daemon names the interfaces' addresses, and webrtcbin on this machine connects on its own.
+    @Test func aWebRTCBinClientOnThisMachineConnectsWithoutNamingAnAddress() throws {
+        let network = try TestNetwork(hosts: 1)
+        let metricsPort = freePort()
+        let (daemon, whipPort, _) = try WebRTCIngestTests.daemon("wildnice", metricsPort: metricsPort, mediaHost: "0.0.0.0")
+        let record = daemon.directory.appendingPathComponent("sent.h264").path
+        let frames = 60
+        let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 40, directory: daemon.directory)
+        let client = try WebRTCIngestTests.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record, frames: frames,
+                                                     extra: ["--local-address", ""])
+        #expect(client.result == "sent \(frames) frames", "\(client.log.suffix(3000))\n\(daemon.log.suffix(3000))")
+        try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: false)
+        let connected = daemon.log.split(separator: "\n").first { $0.contains("connected for stream") } ?? ""
+        #expect(!connected.contains("127.0.0.1") && !connected.contains("::1"), "\(connected)")
+        withExtendedLifetime(network) {}
+    }
+
+    /// Another host (a network namespace behind a veth pair) shares to the daemon over HTTPS, naming it by its
+    /// address on that link; the daemon's media socket is a wildcard and nothing names the address for it.
+    @Test func aRemoteHostSharesOverHTTPSToAWildcardMediaSocket() throws {
+        let network = try TestNetwork(hosts: 1)
+        let folder = try TestEnvironment.temporaryDirectory()
+        let (certificate, key) = try TestCertificate.make(in: folder, commonName: "receiver",
+                                                          alternativeNames: ["DNS:localhost", "IP:\(network.localAddress)"])
+        let tokenPath = folder.appendingPathComponent("whip.token").path
+        try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
+        chmod(tokenPath, 0o600)
+        let (whipPort, mediaPort, metricsPort) = (freePort(), freePort(), freePort())
+        let daemon = try DaemonProcess(
+            label: "wildremote", settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"],
+            daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], transport: "whip",
+            tables: "[webrtc]\nlisten = \"0.0.0.0:\(whipPort)\"\nmedia = \"0.0.0.0:\(mediaPort)\"\ncertificate = \"\(certificate)\"\nkey = \"\(key)\"")
+        let record = folder.appendingPathComponent("sent.h264").path
+        let frames = 60
+        let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 40, directory: daemon.directory)
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/whip-client.py").path
+        let result = try runProcess("/usr/sbin/ip", [
+            "netns", "exec", network.name, "/usr/bin/env", "SSL_CERT_FILE=\(certificate)", "/usr/bin/python3", script,
+            "https://\(network.localAddress):\(whipPort)/whip/\(daemon.name)", "--token", WebRTCIngestTests.token,
+            "--record", record, "--frames", String(frames), "--local-address", "",
+        ])
+        let last = result.text.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last == "sent \(frames) frames", "\(result.standardError.suffix(3000))\n\(daemon.log.suffix(3000))")
+        try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: false)
+        let remote = network.hostAddresses[0]
+        let connected = daemon.log.split(separator: "\n").first { $0.contains("connected for stream") } ?? ""
+        #expect(connected.contains(remote), "\(connected)")
+        // The session had a socket of its own, bound to the address the client reached.
+        #expect(!daemon.log.contains("sessions share the media socket"), "\(daemon.log.suffix(2000))")
+        try WebRTCIngestTests.expectEndedByDelete(daemon, metricsPort: metricsPort)
+    }
+}
