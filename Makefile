@@ -62,9 +62,10 @@ check:
 ## on a clean Debian 12 root (debootstrap; skipped with a loud message where the registry cannot be reached)
 # gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
-# aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests).
+# aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests). libx11-dev
+# builds the clock drawn on the shared screen (scripts/screen-clock.c: RealScreenShareTests, make bench).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy
+	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy libx11-dev
 test: deps
 	$(MAKE) gst-plugin
 	swift build --build-tests
@@ -99,7 +100,7 @@ run: deps
 
 ## bench: release benchmarks; rewrites docs/benchmarks.md and docs/latency.png
 # Also needed by the benchmarks only: gnuplot (the latency plot) and gst-libav (avdec_h264, the GStreamer anchor).
-bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav $(GST_PACKAGES)
+bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav $(GST_PACKAGES) libx11-dev
 bench: deps
 	swift build -c release --product BitstreamBenchmark
 	$(SWIFT_BUILD) --product streamrecvd

@@ -14,7 +14,9 @@ the raw seconds as JSON to --json. Needs Debian's chromium; called by hand (docs
 
 With --screen, each share is of a real X screen instead of the fake camera (scripts/real-screen-share.py: Xvfb,
 Chromium not headless, a document of small text and a moving picture), and for the daemons also the click to
-the first frame readable, the frames per second in the ring and the document's luma PSNR against x11grab.
+the first frame readable, the frames per second in the ring and the document's luma PSNR against x11grab. The
+screen then shows a clock (scripts/screen-clock.c) that every receiver reads back from what it gets: glass to glass,
+drawn → readable in the ring (daemons) against drawn → on the receiving browser's display (browser), each frame.
 """
 import argparse
 import json
@@ -66,7 +68,7 @@ def screen_share(options, work, receiver, port=None, stream=None):
     """A real screen shared into `stream` of the daemon at `port`, or browser to browser; (seconds, figures)."""
     folder = tempfile.mkdtemp(prefix="screen.", dir=work)
     command = ["/usr/bin/python3", os.path.join(ROOT, "scripts/real-screen-share.py"), "--work", folder,
-               "--seconds", str(options.seconds), "--chromium", options.chromium]
+               "--seconds", str(options.seconds), "--chromium", options.chromium, "--clock"]
     if receiver == "browser":
         command += ["--receiver", "browser"]
     else:
@@ -79,7 +81,7 @@ def screen_share(options, work, receiver, port=None, stream=None):
     except (IndexError, KeyError, ValueError):
         print(f"screen share ({receiver} {stream}) failed: {result.stdout[-300:]} {result.stderr[-800:]}", file=sys.stderr)
         return None
-    figures = {}
+    figures = {"glass_ms": output.get("glass_ms", []), "glass_presented_ms": output.get("glass_presented_ms", [])}
     if output.get("first_frame_ns") and output.get("clicked_ns"):
         figures["click_to_frame_ms"] = round((output["first_frame_ns"] - output["clicked_ns"]) / 1e6)
         per_second = output.get("frames_per_second", [])[1:-1]
@@ -116,6 +118,32 @@ def summary(seconds, skip):
         return values[min(len(values) - 1, int(fraction * len(values)))] if values else None
     return {"allowed_p50": pick(allowed, 0.5), "allowed_p10": pick(allowed, 0.1), "allowed_p90": pick(allowed, 0.9),
             "sent_p50": pick(sent, 0.5), "sizes": sizes, "seconds": len(later)}
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else None
+
+
+def print_glass(receivers, figures):
+    """Glass to glass from the clock on the screen: every frame of every round of each receiver together."""
+    print("\nGlass to glass (the clock drawn on the screen, read back from each frame; ms): the daemons drawn → readable "
+          "in the ring, the browser drawn → expected on its display (and → handed to its compositor):\n")
+    print("| receiver | frames read | p10 | p50 | p90 | p99 |")
+    print("|---|---|---|---|---|---|")
+    medians = {}
+    for name, _ in receivers:
+        for key, label in [("glass_ms", name), ("glass_presented_ms", f"{name} (presented)")]:
+            values = [value for figure in figures[name] for value in figure.get(key, [])]
+            if not values:
+                continue
+            medians[label] = percentile(values, 0.5)
+            print(f"| {label} | {len(values)} | {percentile(values, 0.1):.1f} | {medians[label]:.1f} | {percentile(values, 0.9):.1f} | "
+                  f"{percentile(values, 0.99):.1f} |")
+    for name in ("browser", "browser (presented)"):
+        if medians.get(name):
+            print(f"\np50 against {name}'s: " + ", ".join(f"{label} {value / medians[name]:.2f}x" for label, value in medians.items()
+                                                        if not label.startswith("browser")))
 
 
 def main():
@@ -199,6 +227,8 @@ def main():
             if name != "browser":
                 print(f"- {name}: " + "; ".join(f"{f.get('click_to_frame_ms')} ms, {f.get('ring_fps_min')} fps, "
                                                  f"{f.get('longest_gap_ms')} ms, {f.get('document_psnr_y')} dB" for f in figures[name]))
+    if options.screen:
+        print_glass(receivers, figures)
     print("\nEach share's seconds (allowed kbit/s):")
     for name, _ in receivers:
         for share in results[name]:

@@ -3,12 +3,15 @@ captures a camera (Chromium's fake one, at once) or the screen (after a click on
 sends it from one RTCPeerConnection to a second one in the same page (Chromium's own receiver and transport-cc),
 H.264 first, with up to `max_bitrate` for the encoder. Once a second it keeps getStats' figures in
 window.shareHistory, in the fields the share page keeps (`STATISTICS_FUNCTION`, which chromium-share.py uses too).
+With `clock`, the receiving side reads scripts/screen_clock.py's clock from every frame it presents
+(requestVideoFrameCallback): the time drawn, and when the frame is expected on the display and was presented.
 Imported by bench-share-bitrate.py and real-screen-share.py; not a command.
 """
 import argparse
 import http.server
 import importlib.util
 import os
+import sys
 import threading
 import time
 
@@ -16,12 +19,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 spec = importlib.util.spec_from_file_location("chromium_share", os.path.join(ROOT, "scripts/chromium-share.py"))
 chromium_share = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(chromium_share)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import screen_clock  # noqa: E402
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>browser to browser</title>
 <p id="status"></p><button id="share" style="font-size:24px;margin:40px">Share</button><video id="seen" autoplay muted width="320"></video>
 <script>
 STATISTICS_FUNCTION
+CLOCK_FUNCTION
 window.shareHistory = [];
+window.glass = [];
+function watchClock(video) {
+  const step = (now, frame) => {
+    const drawn = readClock(video);
+    if (drawn !== null) window.glass.push([drawn, clockUnits(performance.timeOrigin + frame.expectedDisplayTime),
+                                           clockUnits(performance.timeOrigin + frame.presentationTime)]);
+    if (window.glass.length < 20000) video.requestVideoFrameCallback(step);
+  };
+  video.requestVideoFrameCallback(step);
+}
 async function share() {
   const media = SCREEN
     ? await navigator.mediaDevices.getDisplayMedia({ video: { frameRate: 30 }, audio: false })
@@ -31,7 +47,11 @@ async function share() {
   const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
   sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
   receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
-  receiver.ontrack = e => { document.getElementById('seen').srcObject = new MediaStream([e.track]); };
+  receiver.ontrack = e => {
+    const seen = document.getElementById('seen');
+    seen.srcObject = new MediaStream([e.track]);
+    if (typeof readClock === 'function') watchClock(seen);
+  };
   const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: MAX_BITRATE }] });
   const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
     .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
@@ -71,11 +91,13 @@ def serve(text):
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def share(chromium, profile, log, seconds, max_bitrate, clip=None, display=None, window_size="1280,900"):
+def share(chromium, profile, log, seconds, max_bitrate, clip=None, display=None, window_size="1280,900", clock=False):
     """Shares the fake camera playing `clip` (headless), or the screen of X `display` (clicked through xdotool),
-    for `seconds` from the first statistics; {"clicked_ns": … or None, "history": the page's seconds}."""
+    for `seconds` from the first statistics; {"clicked_ns": … or None, "history": the page's seconds}, and with
+    `clock` "glass": [[drawn, expected on the display, presented], …] in clock units for every frame presented."""
     screen = display is not None
     page_text = (PAGE.replace("STATISTICS_FUNCTION", chromium_share.STATISTICS_FUNCTION)
+                 .replace("CLOCK_FUNCTION", screen_clock.READ_FUNCTION if clock else "")
                  .replace("SCREEN", "true" if screen else "false").replace("MAX_BITRATE", str(max_bitrate)))
     server, url = serve(page_text)
     if screen:
@@ -90,7 +112,10 @@ def share(chromium, profile, log, seconds, max_bitrate, clip=None, display=None,
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             browser.pump(0.25)
-        return {"clicked_ns": clicked, "history": page.evaluate("window.shareHistory")}
+        result = {"clicked_ns": clicked, "history": page.evaluate("window.shareHistory")}
+        if clock:
+            result["glass"] = page.evaluate("window.glass")
+        return result
     finally:
         browser.close()
         server.shutdown()

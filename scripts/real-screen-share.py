@@ -13,6 +13,11 @@ sent and was allowed each second (the share page's getStats). The caller judges.
 With --receiver browser, the same screen is shared to a second RTCPeerConnection in a page of Chromium's own
 (browser to browser, the yardstick): only the seconds of getStats are printed.
 
+With --clock, a clock is drawn on the screen (scripts/screen-clock.c) and read back from what arrives: for the
+daemon, from every frame of the ring at its publication (readable by any reader); for the browser, from every frame
+its receiving <video> presents (requestVideoFrameCallback). "glass_ms" lists drawn → readable (daemon) or drawn →
+expected on the display (browser; "glass_presented_ms": drawn → handed to the compositor) for each frame.
+
   real-screen-share.py URL --stream NAME --token-file PATH --shm-name NAME --work DIR [--seconds 20]
   real-screen-share.py --receiver browser --work DIR [--seconds 20]
 """
@@ -32,6 +37,7 @@ import streamrecv  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import loopback_share  # noqa: E402
+import screen_clock  # noqa: E402
 
 WIDTH, HEIGHT = 1920, 1080
 GRAB_FPS = 5
@@ -71,10 +77,13 @@ class RingRecorder(threading.Thread):
     """Every frame of the ring: (sequence, width, height, flags, published ns); the luma of one frame in
     `keep_every` (at most `keep` of them) for the comparison."""
 
-    def __init__(self, shm_name, keep_every=15, keep=24):
+    def __init__(self, shm_name, keep_every=15, keep=24, clock=False):
         super().__init__(daemon=True)
-        self.shm_name, self.keep_every, self.keep = shm_name, keep_every, keep
-        self.frames, self.kept = [], []
+        self.shm_name, self.keep_every, self.keep, self.clock = shm_name, keep_every, keep, clock
+        self.frames, self.kept, self.glass = [], [], []
+        self.last_drawn, self.backwards = None, 0
+        # Publication times are CLOCK_MONOTONIC, the drawn clock CLOCK_REALTIME.
+        self.realtime_offset = time.time_ns() - monotonic_ns()
         self.stop = threading.Event()
 
     def run(self):
@@ -96,6 +105,16 @@ class RingRecorder(threading.Thread):
 
     def note(self, frame):
         self.frames.append((frame.sequence, frame.width, frame.height, frame.flags, frame.times_ns[3]))
+        if self.clock and frame.width == WIDTH:
+            luma = numpy.frombuffer(frame.plane(0), dtype=numpy.uint8).reshape(frame.plane_height[0], frame.plane_width[0])
+            drawn = screen_clock.read(luma)
+            if drawn is not None:
+                published = screen_clock.now_units(frame.times_ns[3] + self.realtime_offset)
+                self.glass.append(screen_clock.latency_ms(published, drawn))
+                # A frame showing an older screen than the frame before it.
+                if self.last_drawn is not None and 0 < (self.last_drawn - drawn) % screen_clock.MODULUS < screen_clock.MODULUS // 2:
+                    self.backwards += 1
+                self.last_drawn = drawn
         if len(self.frames) % self.keep_every == 1 and len(self.kept) < self.keep and frame.width == WIDTH:
             luma = numpy.frombuffer(frame.plane(0), dtype=numpy.uint8).reshape(frame.plane_height[0], frame.plane_width[0])
             self.kept.append((frame.times_ns[3], luma[:HEIGHT, :WIDTH].copy()))
@@ -149,8 +168,20 @@ def share_to_browser(options, display):
     profile = os.path.join(options.work, "chromium-profile-browser")
     os.makedirs(profile, exist_ok=True)
     with open(os.path.join(options.work, "chromium-browser.log"), "w") as log:
-        return loopback_share.share(options.chromium, profile, log, options.seconds, 20_000_000, display=display,
-                                    window_size=BROWSER_SIZE)
+        result = loopback_share.share(options.chromium, profile, log, options.seconds, 20_000_000, display=display,
+                                      window_size=BROWSER_SIZE, clock=options.clock)
+    glass = result.pop("glass", [])
+    if options.clock:
+        result["glass_ms"] = [screen_clock.latency_ms(displayed, drawn) for drawn, displayed, _ in glass]
+        result["glass_presented_ms"] = [screen_clock.latency_ms(presented, drawn) for drawn, _, presented in glass]
+    return result
+
+
+def without_clock(luma):
+    """The screen with the clock's window blanked: it changes every millisecond, x11grab samples 5 times a second."""
+    blanked = luma.copy()
+    blanked[screen_clock.Y:screen_clock.Y + 2 * screen_clock.ROW, screen_clock.X:screen_clock.X + screen_clock.BITS * screen_clock.BLOCK] = 0
+    return blanked
 
 
 def psnr(a, b):
@@ -168,16 +199,19 @@ def main():
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--receiver", choices=["daemon", "browser"], default="daemon")
+    parser.add_argument("--clock", action="store_true", help="draw a clock on the screen and read it back from what arrives")
     options = parser.parse_args()
 
     server, display = start_x_server(options.work)
     helpers = []
     try:
         helpers = start_desktop(display, options.work)
+        if options.clock:
+            helpers.append(screen_clock.start(display, options.work))
         if options.receiver == "browser":
             print(json.dumps({"display": display, **share_to_browser(options, display)}))
             return 0
-        recorder = RingRecorder(options.shm_name)
+        recorder = RingRecorder(options.shm_name, clock=options.clock)
         recorder.start()
         profile = os.path.join(options.work, "chromium-profile")
         os.makedirs(profile, exist_ok=True)
@@ -214,7 +248,7 @@ def main():
         candidates = [frame for stamp, frame in grabbed if published - 1_500_000_000 <= stamp <= published + 100_000_000]
         if candidates and luma.shape == (HEIGHT, WIDTH):
             document.append(max(psnr(luma[DOCUMENT_REGION], frame[DOCUMENT_REGION]) for frame in candidates))
-            whole.append(max(psnr(luma, frame) for frame in candidates))
+            whole.append(max(psnr(without_clock(luma), without_clock(frame)) for frame in candidates))
     posted = next((request["sent_ns"] for request in shared.get("requests", []) if request["method"] == "POST"), None)
     frames = recorder.frames
     times = [frame[4] for frame in frames]
@@ -232,6 +266,7 @@ def main():
         "frames_per_second": [per_second.get(second, 0) for second in range(int(max(per_second, default=-1)) + 1)],
         "psnr_y_document": document, "psnr_y_screen": whole, "grabbed": len(grabbed),
         "history": shared.get("history", []),
+        **({"glass_ms": recorder.glass, "clock_backwards": recorder.backwards} if options.clock else {}),
     }))
     return 0
 

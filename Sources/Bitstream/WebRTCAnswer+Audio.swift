@@ -34,6 +34,8 @@ extension WebRTCAnswer {
         for (index, media) in offer.media.enumerated() where index != videoIndex {
             guard media.kind == .audio, media.direction.sends, !media.isRejected, media.rtcpMux,
                   media.proto.uppercased() == "UDP/TLS/RTP/SAVPF", let mid = media.mid, group.contains(mid) else { continue }
+            // Tagged first in the group, its transport becomes the session's: it must hold what the video's must.
+            if group.first == mid, !transportUsable(media, in: offer) { continue }
             let usable = media.payloads.filter { payload in
                 guard let name = payload.encodingName, let rate = payload.clockRate, rate > 0 else { return false }
                 return !auxiliaryAudioEncodings.contains(name.uppercased()) && !videoTypes.contains(payload.payloadType)
@@ -45,6 +47,15 @@ extension WebRTCAnswer {
             return (index, AcceptedAudio(mid: mid, payloadType: chosen.payloadType, encoding: encoding, name: name.lowercased()))
         }
         return nil
+    }
+
+    /// What the chosen video's section must have for a session's transport (VideoChoice.check), where the audio's
+    /// section carries it instead: a SHA-256 fingerprint, ICE credentials, and a setup that lets us be DTLS server.
+    private static func transportUsable(_ media: WebRTCOffer.Media, in offer: WebRTCOffer) -> Bool {
+        (media.transport.sha256Fingerprint ?? offer.session.sha256Fingerprint) != nil
+            && (media.transport.iceUsernameFragment ?? offer.session.iceUsernameFragment) != nil
+            && (media.transport.icePassword ?? offer.session.icePassword) != nil
+            && media.transport.setup != .passive
     }
 
     /// The audio section of the answer: bundled on the video's transport, receive only, no feedback.

@@ -172,6 +172,20 @@ import Testing
         #expect(Self.lines(sdp).contains("m=audio 0 UDP/TLS/RTP/SAVPF 111"), "\(sdp)")
     }
 
+    /// Audio tagged first in the BUNDLE would carry the session's transport: without what the video's section must
+    /// have (a SHA-256 fingerprint, a setup that leaves us the DTLS server) it is rejected, and the video carries it.
+    @Test func taggedAudioWithoutAUsableTransportIsRejected() throws {
+        let sha1 = (0..<20).map { String(format: "%02X", $0) }.joined(separator: ":")
+        let audioFingerprint = "a=fingerprint:sha-256 06:5A:D9:47:DD:5D:A6:CB:5F:7D:CC:C4:05:83:3A:56:60:2D:86:B0:3F:94:F5:BD:08:B2:22:97:68:A9:C7:6D\r\na=rtcp-mux-only\r\nm=video"
+        for offer in [Fixtures.webrtcbinAudioVideo.replacingFirst(audioFingerprint, with: "a=fingerprint:sha-1 \(sha1)\r\na=rtcp-mux-only\r\nm=video"),
+                      Fixtures.webrtcbinAudioVideo.replacingFirst("a=setup:actpass", with: "a=setup:passive")] {
+            #expect(offer != Fixtures.webrtcbinAudioVideo)
+            let (sdp, media) = try WebRTCAnswer.make(for: try WebRTCOffer.parse(offer), local: Fixtures.local, codecs: Fixtures.bothCodecs)
+            #expect(media.acceptedAudio == nil && media.transportMid == "video1", "\(sdp)")
+            #expect(Self.lines(sdp).contains("a=group:BUNDLE video1") && Self.lines(sdp).contains("m=audio 0 UDP/TLS/RTP/SAVPF 111"))
+        }
+    }
+
     @Test func anAudioSectionThatOnlyReceivesIsRejected() throws {
         let offer = Fixtures.obs.replacingFirst("a=mid:0\r\na=sendonly", with: "a=mid:0\r\na=recvonly")
         let (sdp, media) = try WebRTCAnswer.make(for: try WebRTCOffer.parse(offer), local: Fixtures.local, codecs: Fixtures.bothCodecs)

@@ -96,6 +96,21 @@ import Testing
         #expect(six.mapped == six)
     }
 
+    /// A dual-stack socket's IPv4 peer is named as IPv4; a mapped source that came over IPv6 is a forgery, dropped.
+    @Test func aMappedSourceIsTakenOnlyOverIPv4() throws {
+        let socket = WildcardMediaSocket(descriptor: -1, isIPv6: true, port: 8189)
+        let mapped = try SocketAddress(ipAddress: "::ffff:127.0.0.1", port: 4444)
+        #expect(socket.peer(mapped, arrivedAt: try SocketAddress(ipAddress: "127.0.0.1", port: 0)) == (try SocketAddress(ipAddress: "127.0.0.1", port: 4444)))
+        #expect(socket.peer(mapped, arrivedAt: try SocketAddress(ipAddress: "::ffff:192.0.2.2", port: 8189)) != nil)
+        #expect(socket.peer(mapped, arrivedAt: try SocketAddress(ipAddress: "fd77::1", port: 0)) == nil)
+        #expect(socket.peer(mapped, arrivedAt: nil) == nil)
+        let six = try SocketAddress(ipAddress: "fd77::2", port: 4444)
+        #expect(socket.peer(six, arrivedAt: try SocketAddress(ipAddress: "fd77::1", port: 0)) == six)
+        let ipv4Socket = WildcardMediaSocket(descriptor: -1, isIPv6: false, port: 8189)
+        let four = try SocketAddress(ipAddress: "192.0.2.9", port: 4444)
+        #expect(ipv4Socket.peer(four, arrivedAt: nil) == four)
+    }
+
     /// The destination a wildcard socket's datagram carried, as the session table names its local address.
     @Test func aDestinationBecomesALocalAddressWithTheSocketsPort() throws {
         let socket = WildcardMediaSocket(descriptor: -1, isIPv6: true, port: 8189)

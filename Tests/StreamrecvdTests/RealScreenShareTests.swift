@@ -28,7 +28,7 @@ struct RealScreenShareTests {
         let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/real-screen-share.py").path
         let run = try runProcess("/usr/bin/python3", [script, "http://127.0.0.1:\(whipPort)/", "--stream", daemon.name,
                                                       "--token-file", tokenPath, "--shm-name", daemon.shmName,
-                                                      "--work", work.path, "--seconds", "15"])
+                                                      "--work", work.path, "--seconds", "15", "--clock"])
         let logs = ["chromium.log", "xvfb.log", "ffplay.log"].map { name in
             "\(name): " + ((try? String(contentsOfFile: work.appendingPathComponent(name).path, encoding: .utf8)) ?? "")
                 .split(separator: "\n").filter { !$0.contains("dbus") }.suffix(15).joined(separator: "\n")
@@ -62,6 +62,14 @@ struct RealScreenShareTests {
         let allowed = history.compactMap { $0["allowedKbps"] as? Int }
         try #require(allowed.count >= 10, "\(history)")
         #expect(Set(allowed).count >= 2 && allowed.contains { $0 != 2000 }, "allowed kbit/s: \(allowed)")
+        // The clock drawn on the screen (scripts/screen-clock.c), read back from the frames: no frame shows an older
+        // screen than the frame before it, none was published before its picture was drawn.
+        let glass = (result["glass_ms"] as? [Double] ?? []).sorted()
+        let frameCount = result["frames"] as? Int ?? 0
+        #expect(Double(glass.count) >= 0.8 * Double(frameCount), "the clock read from \(glass.count) of \(frameCount) frames")
+        #expect(glass.allSatisfy { $0 > 0 && $0 < 60_000 }, "drawn → readable (ms): \(glass.prefix(3)) … \(glass.suffix(3))")
+        #expect(result["clock_backwards"] as? Int == 0, "frames showing an older screen than the one before: \(result["clock_backwards"] ?? "none")")
+        print("RealScreenShareTests: drawn → readable p50 \(glass.isEmpty ? 0 : glass[glass.count / 2]) ms of \(glass.count) frames")
         print("""
             RealScreenShareTests: \(result["frames"] ?? 0) frames, click → first frame \(Int(clickToFrame)) ms, frames per second \(perSecond), \
             longest gap \(Int(gap)) ms, document PSNR-Y median \(document[document.count / 2]) dB, \

@@ -82,6 +82,45 @@ import Testing
         withExtendedLifetime(network) {}
     }
 
+    /// The red team's attack: an eavesdropper replays one of the client's nominating checks, unchanged, to another
+    /// of our addresses. It is answered (from there) but moves nothing: the DTLS handshake that follows on the
+    /// nominated pair is answered from the nominated address, where the client's connected socket reads it.
+    @Test func aReplayedCheckToAnotherAddressDoesNotMoveTheReplies() throws {
+        let (daemon, whipPort, mediaPort) = try WebRTCIngestTests.daemon("wildreplay", mediaHost: "0.0.0.0")
+        let response = try httpRequest(port: whipPort, method: "POST", path: "/whip/\(daemon.name)",
+                                       headers: ["Content-Type": "application/sdp", "Authorization": "Bearer \(WebRTCIngestTests.token)"],
+                                       body: WebRTCHostileTests.offer(ufrag: "replay123"))
+        try #require(response.status == 201, "\(response.body)")
+        let local = Self.answer(response.body)
+        let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var own = sockaddr_in()
+        own.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
+        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var bound = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) } }
+        let clientPort = Int(in_port_t(bigEndian: bound.sin_port))
+        let nominating = STUNMessage.bindingRequest(
+            transactionID: Array(repeating: 7, count: 12), username: "\(local.ufrag):replay123", priority: 1_000_000,
+            role: .controlling(tiebreaker: 42), useCandidate: true, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+        #expect(Self.exchange(nominating, on: client, to: "127.0.0.2", port: mediaPort)?.from == "127.0.0.2:\(mediaPort)")
+        // The replay: the same bytes from the same address, to 127.0.0.3.
+        #expect(Self.exchange(nominating, on: client, to: "127.0.0.3", port: mediaPort)?.from == "127.0.0.3:\(mediaPort)")
+        close(client)
+        // The client's DTLS on the nominated pair, from the same address and port: OpenSSL's connected socket reads
+        // only datagrams from 127.0.0.2 (the handshake then fails on our fake fingerprint, which does not matter).
+        // SIGKILL: the test runner blocks SIGTERM, and its children inherit the mask.
+        let handshake = try runProcess("timeout", ["-s", "KILL", "8", "openssl", "s_client", "-dtls1_2", "-bind", "127.0.0.1:\(clientPort)",
+                                                   "-connect", "127.0.0.2:\(mediaPort)", "-timeout"], input: Data())
+        let output = handshake.text + handshake.standardError
+        let readBytes = output.split(separator: "\n").first { $0.contains("SSL handshake has read") } ?? "none"
+        #expect(!readBytes.contains("has read 0 bytes") && readBytes != "none", "\(output.suffix(1500))\n\(daemon.log.suffix(2000))")
+        #expect(daemon.isRunning)
+    }
+
     /// libnice gathers no loopback candidate and pairs none with a loopback remote: with a wildcard `media` the
     /// daemon names the interfaces' addresses, and webrtcbin on this machine connects on its own.
     @Test func aWebRTCBinClientOnThisMachineConnectsWithoutNamingAnAddress() throws {

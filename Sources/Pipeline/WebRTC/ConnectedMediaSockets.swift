@@ -13,7 +13,8 @@ import NIOPosix
 final class ConnectedMediaSockets {
     private enum Peer {
         case opening
-        case open(Channel)
+        /// Bound to `at` (nil: the shared socket's address).
+        case open(Channel, at: SocketAddress?)
         /// Left while its socket was being made: closed once it is.
         case leftWhileOpening
     }
@@ -34,8 +35,13 @@ final class ConnectedMediaSockets {
         self.logger = logger
     }
 
-    /// `address`: the local address the peer reached (nil where the shared socket has one).
+    /// `address`: the local address the peer reached (nil where the shared socket has one). Called again when the
+    /// session's replies move to another address: its socket moves with them (one being made stays where it is).
     func joined(_ peer: SocketAddress, at address: SocketAddress?) {
+        if case .open(let channel, let bound) = peers[peer], bound != address {
+            peers[peer] = nil
+            channel.close(promise: nil)
+        }
         guard peers[peer] == nil else { return }
         // A dual-stack socket's: the same family as the shared socket, so that the kernel prefers this one.
         let dualStack = wildcard?.isIPv6 == true
@@ -57,13 +63,13 @@ final class ConnectedMediaSockets {
             .bind(to: bindTo)
             .flatMap { channel in channel.connect(to: connectTo).map { channel }.flatMapErrorThrowing { error in channel.close(promise: nil); throw error } }
         let bound = NIOLoopBound(self, eventLoop: loop)
-        opened.whenComplete { result in bound.value.opened(peer, result) }
+        opened.whenComplete { result in bound.value.opened(peer, at: address, result) }
     }
 
     func left(_ peer: SocketAddress) {
         switch peers[peer] {
         case .opening: peers[peer] = .leftWhileOpening
-        case .open(let channel):
+        case .open(let channel, _):
             peers[peer] = nil
             channel.close(promise: nil)
         case .leftWhileOpening, nil: break
@@ -72,14 +78,14 @@ final class ConnectedMediaSockets {
 
     /// Every socket closed (the server stops).
     func closeAll() {
-        for case .open(let channel) in peers.values { channel.close(promise: nil) }
+        for case .open(let channel, _) in peers.values { channel.close(promise: nil) }
         peers = [:]
     }
 
-    private func opened(_ peer: SocketAddress, _ result: Result<Channel, Error>) {
+    private func opened(_ peer: SocketAddress, at address: SocketAddress?, _ result: Result<Channel, Error>) {
         switch (peers[peer], result) {
         case (.opening, .success(let channel)):
-            peers[peer] = .open(channel)
+            peers[peer] = .open(channel, at: address)
         case (.leftWhileOpening, .success(let channel)):
             peers[peer] = nil
             channel.close(promise: nil)

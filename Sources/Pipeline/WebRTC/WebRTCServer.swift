@@ -270,7 +270,11 @@ final class WebRTCMediaHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         let (table, now) = (self.table.value, MonotonicClock.nanoseconds())
-        let source = wildcard?.isIPv6 == true ? envelope.remoteAddress.unmapped : envelope.remoteAddress
+        var source = envelope.remoteAddress
+        if let wildcard {
+            guard let peer = wildcard.peer(source, arrivedAt: boundLocal ?? envelope.metadata?.packetInfo?.destinationAddress) else { return }
+            source = peer
+        }
         // Strangers' datagrams are dropped before they are copied or parsed: a flood costs as little as it can.
         let dropped = envelope.data.withUnsafeReadableBytes { table.screen($0, from: source, now: now) }
         guard !dropped else { return }

@@ -33,9 +33,11 @@ final class WebRTCSession {
     let createdAt: UInt64
     /// Where the client's checks came from and its media goes; fixed by the first authenticated check.
     private(set) var remote: SocketAddress?
-    /// Which of our addresses replies leave from, where the media socket has several (a wildcard): the one the
-    /// nominated pair's checks and the media come to; nil where the socket has one address.
-    private(set) var local: SocketAddress?
+    /// Which of our addresses replies leave from, where the media socket has several (a wildcard).
+    private var replyAddress: ReplyAddress
+    /// The address replies leave from (the one the nominated pair's checks and the media come to); nil where the
+    /// socket has one address.
+    var local: SocketAddress? { replyAddress.current }
     private(set) var lastConsent: UInt64
     private(set) var state = State.awaitingConnectivity
     private(set) var loss = LossRecovery()
@@ -61,7 +63,9 @@ final class WebRTCSession {
     private var transportFeedback: TransportWideFeedbackRecorder?
 
     init(id: String, stream: String, connection: ConnectionID, local: (ufrag: String, password: String), offer: WebRTCOffer,
-         media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, maximumBitrate: UInt64?, now: UInt64) {
+         media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, maximumBitrate: UInt64?, now: UInt64,
+         replyAddresses: Set<[UInt8]>? = nil) {
+        replyAddress = ReplyAddress(ownAddresses: replyAddresses)
         self.id = id
         self.stream = stream
         self.connection = connection
@@ -89,12 +93,11 @@ final class WebRTCSession {
 
     // MARK: - ICE
 
-    /// A datagram from the session's address came to `address` (nil: the socket has one). Media and nominating
-    /// checks move replies there; another check only where none is known yet (a client checks every pair, and
-    /// answers to a pair it did not choose would leave from an address it does not expect).
-    func heard(at address: SocketAddress?, nominating: Bool) {
-        guard let address, local == nil || nominating else { return }
-        local = address
+    /// A datagram from the session's address came to `address` (nil: the socket has one); `check`: a STUN check's
+    /// transaction ID. Media and nominating checks move replies there, another datagram only where none is known
+    /// yet (`ReplyAddress`); true when they moved.
+    func heard(at address: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) -> Bool {
+        replyAddress.heard(at: address, nominating: nominating, check: check)
     }
 
     /// A binding request already known to carry this session's username: the response to send, or nil (drop it)

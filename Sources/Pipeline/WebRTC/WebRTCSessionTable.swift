@@ -85,13 +85,6 @@ final class WebRTCSessionTable {
         reportStatus(stream, nil)
     }
 
-    /// The addresses answers name: `announce`, else the interfaces' where `media` is a wildcard, else `media`'s.
-    func candidateAddresses() -> [String] {
-        guard configuration.announce.isEmpty, configuration.mediaIsWildcard else { return configuration.candidateAddresses }
-        return HostCandidates.select(from: HostCandidates.interfaceAddresses(), ipv6Socket: configuration.media.host.contains(":"),
-                                     limit: WebRTCAnswer.maximumCandidates)
-    }
-
     /// The id of the stream's session now.
     private func current(of stream: String) -> String? { slots[stream]?.occupant?.sender }
 
@@ -146,7 +139,8 @@ final class WebRTCSessionTable {
         case .failure(let refusal): return refusal.outcome
         }
         let session = WebRTCSession(id: id, stream: name, connection: connection, local: credentials, offer: offer,
-                                    media: answer.media, identity: identity, maximumBitrate: route.settings.maximumBitrate, now: now)
+                                    media: answer.media, identity: identity, maximumBitrate: route.settings.maximumBitrate, now: now,
+                                    replyAddresses: configuration.mediaIsWildcard ? ReplyAddress.machineAddresses() : nil)
         sessions[id] = session
         byUsername[session.expectedUsername] = id
         metrics.sessionsStarted.increment()
@@ -202,7 +196,7 @@ final class WebRTCSessionTable {
         case .dtls:
             guard let session = session(at: source) else { return reject(source, "DTLS from an address with no session", now: now) }
             // Not authenticated before the handshake ends: moves replies only where no check did yet.
-            session.heard(at: local, nominating: false)
+            heard(session, at: local, nominating: false)
             handle(session.receiveDTLS(datagram) { send?($0, source, session.local) }, of: session, now: now)
         case .rtp:
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
@@ -213,7 +207,7 @@ final class WebRTCSessionTable {
                 default: return rejectSRTP(source, now: now)
                 }
             }
-            session.heard(at: local, nominating: true)
+            heard(session, at: local, nominating: true)
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             if let change = session.takeSourceChange() {
                 metrics.ssrcChanges.increment()
@@ -229,7 +223,7 @@ final class WebRTCSessionTable {
                 metrics.srtpRejected.increment()
                 return
             }
-            session.heard(at: local, nominating: true)
+            heard(session, at: local, nominating: true)
         case .unknown:
             reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
         }
@@ -248,13 +242,21 @@ final class WebRTCSessionTable {
         guard let response = session.answerConnectivityCheck(message, bytes: datagram, from: source, now: now) else {
             return reject(source, "STUN check failing MESSAGE-INTEGRITY, or from a second address", now: now)
         }
-        session.heard(at: local, nominating: message.value(of: STUNAttribute.useCandidate) != nil)
         if byAddress[source] == nil, session.remote == source {
             byAddress[source] = id
-            peerJoined?(source, local)
+            _ = session.heard(at: local, nominating: false, check: message.transactionID)
+            peerJoined?(source, session.local)
+        } else {
+            heard(session, at: local, nominating: message.value(of: STUNAttribute.useCandidate) != nil, check: message.transactionID)
         }
         // From the address the check came to, whichever pair it was: the client matches responses by it.
         send?(response, source, local)
+    }
+
+    /// A session's datagram came to `local`: where its replies now leave from, and its own socket with them.
+    private func heard(_ session: WebRTCSession, at local: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) {
+        guard session.heard(at: local, nominating: nominating, check: check), let remote = session.remote, byAddress[remote] == session.id else { return }
+        peerJoined?(remote, session.local)
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
@@ -391,22 +393,5 @@ final class WebRTCSessionTable {
         default:
             return nil
         }
-    }
-
-    /// ", simulcast offered (h, m, l): its first stream, h, taken" where the offer had simulcast (answered without
-    /// it, as RFC 8853 §5.3 allows: the sender then sends one stream, its first); `short` (the ring's status holds
-    /// 128 bytes): ", simulcast: h of 3". Rids are tokens, at most 16 of 32 bytes.
-    static func simulcastNote(_ media: WebRTCAnswer.NegotiatedVideo, short: Bool = false) -> String {
-        guard let first = media.declinedSimulcast.first else { return "" }
-        if short { return ", simulcast: \(first.prefix(8)) of \(media.declinedSimulcast.count)" }
-        return ", simulcast offered (\(media.declinedSimulcast.joined(separator: ", "))): its first stream, \(first), taken"
-    }
-
-    /// Letters and digits from the system's secure generator (ICE credentials, session IDs: RFC 8445 §5.3 asks
-    /// for at least 24 bits of randomness in the fragment and 128 in the password).
-    static func randomText(_ count: Int) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-        var generator = SystemRandomNumberGenerator()
-        return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
     }
 }

@@ -61,6 +61,15 @@ struct WildcardMediaSocket {
         return address
     }
 
+    /// Who sent a datagram that came to `destination`, as the table names peers: a dual-stack socket's IPv4 peer
+    /// as IPv4. Nil (dropped) for an IPv4-mapped source that came over IPv6: only a forger writes one, a remote
+    /// host posing as loopback or any IPv4 address (the red team's: Linux hands such a datagram to `[::]`).
+    func peer(_ source: SocketAddress, arrivedAt destination: SocketAddress?) -> SocketAddress? {
+        guard isIPv6, source.isIPv4Mapped else { return source }
+        guard destination?.unmapped.protocol == .inet else { return nil }
+        return source.unmapped
+    }
+
     /// Sends `bytes` to `destination` from `source` (an address of this machine, as `local(from:)` gave it);
     /// false when the kernel took nothing (a full buffer, or `source` is gone): the datagram is lost, as UDP may.
     func send(_ bytes: [UInt8], to destination: SocketAddress, from source: SocketAddress) -> Bool {
@@ -111,9 +120,15 @@ struct WildcardMediaSocket {
 }
 
 extension SocketAddress {
+    /// ::ffff:a.b.c.d.
+    var isIPv4Mapped: Bool {
+        guard case .v6 = self, let bytes = ipAddressBytes else { return false }
+        return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+    }
+
     /// ::ffff:a.b.c.d:port as a.b.c.d:port (a dual-stack socket's IPv4 peer as what it is); other addresses as they are.
     var unmapped: SocketAddress {
-        guard case .v6 = self, let bytes = ipAddressBytes, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff,
+        guard isIPv4Mapped, let bytes = ipAddressBytes,
               let address = try? SocketAddress(packedIPAddress: ByteBuffer(bytes: bytes[12...]), port: port ?? 0) else {
             return self
         }
