@@ -7,6 +7,8 @@ Receivers (each `--rounds` times, in turn):
   daemon-remb  this build, `transport_cc = false`: REMB only
   baseline     `--baseline` (another build's streamrecvd, e.g. the last release's), its defaults
   browser      a second RTCPeerConnection in the same page (Chromium's own receiver: transport-cc)
+  aiortc       with --screen: aiortc behind a WHIP endpoint of its own (scripts/whip-receiver.py), as it comes
+  webrtcbin    with --screen: GStreamer's webrtcbin the same way
 
 For each share, once a second from getStats: `availableOutgoingBitrate` of the connection (what the sender's
 congestion control allows), the encoder's bitrate, frame rate and size. Writes a markdown section to stdout and
@@ -69,8 +71,8 @@ def screen_share(options, work, receiver, port=None, stream=None):
     folder = tempfile.mkdtemp(prefix="screen.", dir=work)
     command = ["/usr/bin/python3", os.path.join(ROOT, "scripts/real-screen-share.py"), "--work", folder,
                "--seconds", str(options.seconds), "--chromium", options.chromium, "--clock"]
-    if receiver == "browser":
-        command += ["--receiver", "browser"]
+    if receiver in ("browser", "aiortc", "webrtcbin"):
+        command += ["--receiver", receiver]
     else:
         command += [f"http://127.0.0.1:{port}/", "--stream", stream, "--token-file", os.path.join(work, "token"),
                     "--shm-name", "streamrecv-" + stream]
@@ -125,12 +127,13 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else None
 
 
-def print_glass(receivers, figures):
+def print_glass(receivers, figures, seconds):
     """Glass to glass from the clock on the screen: every frame of every round of each receiver together."""
     print("\nGlass to glass (the clock drawn on the screen, read back from each frame; ms): the daemons drawn → readable "
-          "in the ring, the browser drawn → expected on its display (and → handed to its compositor):\n")
-    print("| receiver | frames read | p10 | p50 | p90 | p99 |")
-    print("|---|---|---|---|---|---|")
+          "in the ring, the browser drawn → expected on its display (and → handed to its compositor), aiortc and "
+          "webrtcbin drawn → decoded and handed to the application:\n")
+    print("| receiver | frames read | frames read a second | p10 | p50 | p90 | p99 |")
+    print("|---|---|---|---|---|---|---|")
     medians = {}
     for name, _ in receivers:
         for key, label in [("glass_ms", name), ("glass_presented_ms", f"{name} (presented)")]:
@@ -138,12 +141,15 @@ def print_glass(receivers, figures):
             if not values:
                 continue
             medians[label] = percentile(values, 0.5)
-            print(f"| {label} | {len(values)} | {percentile(values, 0.1):.1f} | {medians[label]:.1f} | {percentile(values, 0.9):.1f} | "
+            rate = len(values) / max(1, len(figures[name]) * seconds)
+            print(f"| {label} | {len(values)} | {rate:.1f} | {percentile(values, 0.1):.1f} | {medians[label]:.1f} | {percentile(values, 0.9):.1f} | "
                   f"{percentile(values, 0.99):.1f} |")
     for name in ("browser", "browser (presented)"):
         if medians.get(name):
             print(f"\np50 against {name}'s: " + ", ".join(f"{label} {value / medians[name]:.2f}x" for label, value in medians.items()
                                                         if not label.startswith("browser")))
+    print("\n(Frames read a second: frames whose clock could be read, over the rounds' seconds. A receiver that holds the "
+          "sender's bitrate down gets fewer, smaller frames, which also travel faster.)")
 
 
 def main():
@@ -177,6 +183,8 @@ def main():
         if options.baseline:
             receivers.append(("baseline", lambda: screen_share(options, work, "daemon", daemons["baseline"][1], "base")))
         receivers.append(("browser", lambda: screen_share(options, work, "browser")))
+        receivers.append(("aiortc", lambda: screen_share(options, work, "aiortc")))
+        receivers.append(("webrtcbin", lambda: screen_share(options, work, "webrtcbin")))
     else:
         receivers = [("daemon-tcc", lambda: (daemon_share(options, work, clip, daemons["daemon"][1], "tcc"), {})),
                      ("daemon-remb", lambda: (daemon_share(options, work, clip, daemons["daemon"][1], "remb"), {}))]
@@ -224,11 +232,11 @@ def main():
         print("\nThe daemons' rings, each round: click → first frame readable (ms), fewest frames in a second, longest gap (ms), "
               "document PSNR-Y (dB):")
         for name, _ in receivers:
-            if name != "browser":
+            if name.startswith("daemon") or name == "baseline":
                 print(f"- {name}: " + "; ".join(f"{f.get('click_to_frame_ms')} ms, {f.get('ring_fps_min')} fps, "
                                                  f"{f.get('longest_gap_ms')} ms, {f.get('document_psnr_y')} dB" for f in figures[name]))
     if options.screen:
-        print_glass(receivers, figures)
+        print_glass(receivers, figures, options.seconds)
     print("\nEach share's seconds (allowed kbit/s):")
     for name, _ in receivers:
         for share in results[name]:

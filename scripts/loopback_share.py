@@ -9,8 +9,10 @@ Imported by bench-share-bitrate.py and real-screen-share.py; not a command.
 """
 import argparse
 import http.server
+import json
 import importlib.util
 import os
+import socket
 import sys
 import threading
 import time
@@ -44,22 +46,34 @@ async function share() {
     : await navigator.mediaDevices.getUserMedia({ video: { frameRate: 30, width: { ideal: 1280 }, height: { ideal: 720 } } });
   const track = media.getVideoTracks()[0];
   track.contentHint = SCREEN ? 'detail' : 'motion';
-  const sender = new RTCPeerConnection(), receiver = new RTCPeerConnection();
-  sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
-  receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
-  receiver.ontrack = e => {
-    const seen = document.getElementById('seen');
-    seen.srcObject = new MediaStream([e.track]);
-    if (typeof readClock === 'function') watchClock(seen);
-  };
+  const sender = new RTCPeerConnection();
   const transceiver = sender.addTransceiver(track, { direction: 'sendonly', sendEncodings: [{ maxBitrate: MAX_BITRATE }] });
   const codecs = RTCRtpSender.getCapabilities('video').codecs.slice()
     .sort((a, b) => (b.mimeType.toLowerCase() === 'video/h264') - (a.mimeType.toLowerCase() === 'video/h264'));
   transceiver.setCodecPreferences(codecs);
-  await sender.setLocalDescription(await sender.createOffer());
-  await receiver.setRemoteDescription(sender.localDescription);
-  await receiver.setLocalDescription(await receiver.createAnswer());
-  await sender.setRemoteDescription(receiver.localDescription);
+  if (WHIP_URL) {
+    // Another stack's WHIP endpoint (scripts/whip-receiver.py): the offer once it holds every candidate.
+    await sender.setLocalDescription(await sender.createOffer());
+    await new Promise(done => {
+      if (sender.iceGatheringState === 'complete') return done();
+      sender.addEventListener('icegatheringstatechange', () => sender.iceGatheringState === 'complete' && done());
+    });
+    const response = await fetch(WHIP_URL, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: sender.localDescription.sdp });
+    await sender.setRemoteDescription({ type: 'answer', sdp: await response.text() });
+  } else {
+    const receiver = new RTCPeerConnection();
+    sender.onicecandidate = e => e.candidate && receiver.addIceCandidate(e.candidate);
+    receiver.onicecandidate = e => e.candidate && sender.addIceCandidate(e.candidate);
+    receiver.ontrack = e => {
+      const seen = document.getElementById('seen');
+      seen.srcObject = new MediaStream([e.track]);
+      if (typeof readClock === 'function') watchClock(seen);
+    };
+    await sender.setLocalDescription(await sender.createOffer());
+    await receiver.setRemoteDescription(sender.localDescription);
+    await receiver.setLocalDescription(await receiver.createAnswer());
+    await sender.setRemoteDescription(receiver.localDescription);
+  }
   const state = {};
   setInterval(async () => {
     const entry = await shareStatistics(sender, state);
@@ -69,6 +83,12 @@ async function share() {
 if (SCREEN) document.getElementById('share').onclick = share; else share();
 </script>
 """
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def serve(text):
@@ -91,13 +111,16 @@ def serve(text):
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def share(chromium, profile, log, seconds, max_bitrate, clip=None, display=None, window_size="1280,900", clock=False):
+def share(chromium, profile, log, seconds, max_bitrate, clip=None, display=None, window_size="1280,900", clock=False,
+          whip_url=None):
     """Shares the fake camera playing `clip` (headless), or the screen of X `display` (clicked through xdotool),
     for `seconds` from the first statistics; {"clicked_ns": … or None, "history": the page's seconds}, and with
-    `clock` "glass": [[drawn, expected on the display, presented], …] in clock units for every frame presented."""
+    `clock` "glass": [[drawn, expected on the display, presented], …] in clock units for every frame presented.
+    With `whip_url`, the page sends to that WHIP endpoint (another stack) instead of a receiver of its own."""
     screen = display is not None
     page_text = (PAGE.replace("STATISTICS_FUNCTION", chromium_share.STATISTICS_FUNCTION)
                  .replace("CLOCK_FUNCTION", screen_clock.READ_FUNCTION if clock else "")
+                 .replace("WHIP_URL", json.dumps(whip_url or ""))
                  .replace("SCREEN", "true" if screen else "false").replace("MAX_BITRATE", str(max_bitrate)))
     server, url = serve(page_text)
     if screen:

@@ -13,6 +13,9 @@ sent and was allowed each second (the share page's getStats). The caller judges.
 With --receiver browser, the same screen is shared to a second RTCPeerConnection in a page of Chromium's own
 (browser to browser, the yardstick): only the seconds of getStats are printed.
 
+With --receiver aiortc or webrtcbin, the same page sends to that stack's WHIP endpoint instead
+(scripts/whip-receiver.py): the seconds of getStats, and with --clock drawn → decoded and handed out by the stack.
+
 With --clock, a clock is drawn on the screen (scripts/screen-clock.c) and read back from what arrives: for the
 daemon, from every frame of the ring at its publication (readable by any reader); for the browser, from every frame
 its receiving <video> presents (requestVideoFrameCallback). "glass_ms" lists drawn → readable (daemon) or drawn →
@@ -81,7 +84,7 @@ class RingRecorder(threading.Thread):
         super().__init__(daemon=True)
         self.shm_name, self.keep_every, self.keep, self.clock = shm_name, keep_every, keep, clock
         self.frames, self.kept, self.glass = [], [], []
-        self.last_drawn, self.backwards = None, 0
+        self.last_drawn, self.backwards, self.stages = None, 0, []
         # Publication times are CLOCK_MONOTONIC, the drawn clock CLOCK_REALTIME.
         self.realtime_offset = time.time_ns() - monotonic_ns()
         self.stop = threading.Event()
@@ -111,6 +114,8 @@ class RingRecorder(threading.Thread):
             if drawn is not None:
                 published = screen_clock.now_units(frame.times_ns[3] + self.realtime_offset)
                 self.glass.append(screen_clock.latency_ms(published, drawn))
+                # The daemon's own part: first byte in → AU complete → decoded → published.
+                self.stages.append([(frame.times_ns[i + 1] - frame.times_ns[i]) / 1e6 for i in range(3)])
                 # A frame showing an older screen than the frame before it.
                 if self.last_drawn is not None and 0 < (self.last_drawn - drawn) % screen_clock.MODULUS < screen_clock.MODULUS // 2:
                     self.backwards += 1
@@ -162,6 +167,29 @@ def start_desktop(display, work):
     ]
 
 
+def share_to_stack(options, display):
+    """The screen shared from the loopback page to another stack's WHIP endpoint (scripts/whip-receiver.py): the
+    page's seconds, and the stack's frames and clock readings."""
+    port = loopback_share.free_port()
+    receiver = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "scripts/whip-receiver.py"), "--stack", options.receiver,
+                                 "--port", str(port), "--seconds", str(options.seconds + 120)],
+                                stdout=subprocess.PIPE, stderr=open(os.path.join(options.work, "receiver.log"), "w"), text=True)
+    try:
+        if receiver.stdout.readline().strip() != "listening":
+            raise SystemExit(f"whip-receiver.py did not start: {open(os.path.join(options.work, 'receiver.log')).read()[-800:]}")
+        profile = os.path.join(options.work, "chromium-profile-stack")
+        os.makedirs(profile, exist_ok=True)
+        with open(os.path.join(options.work, "chromium-stack.log"), "w") as log:
+            result = loopback_share.share(options.chromium, profile, log, options.seconds, 20_000_000, display=display,
+                                          window_size=BROWSER_SIZE, whip_url=f"http://127.0.0.1:{port}/whip/screen")
+    finally:
+        receiver.terminate()
+        output, _ = receiver.communicate(timeout=60)
+    received = json.loads(output.strip().splitlines()[-1])
+    result.update({"stack_frames": received["frames"], "glass_ms": received["glass_ms"]})
+    return result
+
+
 def share_to_browser(options, display):
     """The screen shared from one RTCPeerConnection to another in a page of this Chromium
     (scripts/loopback_share.py): the click's time and getStats' seconds."""
@@ -198,7 +226,7 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--receiver", choices=["daemon", "browser"], default="daemon")
+    parser.add_argument("--receiver", choices=["daemon", "browser", "aiortc", "webrtcbin"], default="daemon")
     parser.add_argument("--clock", action="store_true", help="draw a clock on the screen and read it back from what arrives")
     options = parser.parse_args()
 
@@ -210,6 +238,9 @@ def main():
             helpers.append(screen_clock.start(display, options.work))
         if options.receiver == "browser":
             print(json.dumps({"display": display, **share_to_browser(options, display)}))
+            return 0
+        if options.receiver in ("aiortc", "webrtcbin"):
+            print(json.dumps({"display": display, **share_to_stack(options, display)}))
             return 0
         recorder = RingRecorder(options.shm_name, clock=options.clock)
         recorder.start()
@@ -266,7 +297,7 @@ def main():
         "frames_per_second": [per_second.get(second, 0) for second in range(int(max(per_second, default=-1)) + 1)],
         "psnr_y_document": document, "psnr_y_screen": whole, "grabbed": len(grabbed),
         "history": shared.get("history", []),
-        **({"glass_ms": recorder.glass, "clock_backwards": recorder.backwards} if options.clock else {}),
+        **({"glass_ms": recorder.glass, "clock_backwards": recorder.backwards, "stages_ms": recorder.stages} if options.clock else {}),
     }))
     return 0
 

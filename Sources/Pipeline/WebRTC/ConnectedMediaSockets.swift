@@ -8,8 +8,8 @@ import NIOPosix
 /// hands the client's datagrams to it and not to the shared socket. A flood of the shared port (strangers' STUN at
 /// 190 000 datagrams a second) then fills only the shared socket's buffer; before, it crowded the session's media
 /// out of the one buffer both had (issue 31, item 4). Where the shared socket is a wildcard, the session's socket is
-/// bound to the address the client reached, which its replies then leave from too. Where the shared socket was not bound with SO_REUSEPORT (an
-/// inherited one), the sessions stay on it, said once. Confined to the media loop.
+/// bound to the address its replies leave from (ReplyAddress), and moves with them. Where the shared socket was not
+/// bound with SO_REUSEPORT (an inherited one), the sessions stay on it, said once. Confined to the media loop.
 final class ConnectedMediaSockets {
     private enum Peer {
         case opening
