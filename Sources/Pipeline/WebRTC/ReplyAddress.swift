@@ -23,6 +23,8 @@ struct ReplyAddress {
     /// A datagram of the session came to `address` (`check`: a STUN check's transaction ID); true when replies now
     /// leave from another address than before.
     mutating func heard(at address: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) -> Bool {
+        // Media to where replies already leave from, the common case: nothing to look up.
+        if check == nil, address == current { return false }
         // 127.0.0.0/8 is this machine's whole (Linux answers it on loopback, and drops it from anywhere else).
         guard let ownAddresses, let address, let bytes = address.ipAddressBytes,
               ownAddresses.contains(bytes) || (bytes.count == 4 && bytes[0] == 127) else { return false }
