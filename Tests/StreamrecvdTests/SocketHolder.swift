@@ -7,7 +7,8 @@ import StreamrecvTestSupport
 /// binds the sockets as systemd binds them (SO_REUSEADDR on both, the TCP one listening) and keeps them while it
 /// starts the daemon with LISTEN_FDS/LISTEN_FDNAMES/LISTEN_PID, stops it (SIGTERM) and starts it again after a
 /// RestartSec-like pause at each SIGUSR1. systemd-socket-activate cannot: it execs the daemon, so its sockets end
-/// with the first daemon. Each socket is "NAME=tcp:PORT" or "NAME=udp:PORT" on 127.0.0.1; none: the daemon binds.
+/// with the first daemon. Each socket is "NAME=tcp:PORT" or "NAME=udp:PORT" on 127.0.0.1, or "NAME=udp:HOST:PORT"
+/// (an IPv4 host); none: the daemon binds.
 final class SocketHolder {
     static let script = #"""
         import fcntl, os, signal, socket, sys, time
@@ -16,10 +17,11 @@ final class SocketHolder {
         names, sockets = [], []
         for spec in sys.argv[6:]:
             name, rest = spec.split("=")
-            kind, port = rest.split(":")
+            kind, _, address = rest.partition(":")
+            host, _, port = address.rpartition(":")
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # systemd's socket_address_listen() does
-            s.bind(("127.0.0.1", int(port)))
+            s.bind((host or "127.0.0.1", int(port)))
             if kind == "tcp":
                 s.listen(128)
             names.append(name)

@@ -11,7 +11,7 @@ import Testing
 /// mean something), and inherited sockets that do not fit the configuration are refused.
 @Suite(.serialized) struct WHIPSocketActivationTests {
     /// A whip stream's daemon, not started; its `[webrtc]` on 127.0.0.1 at two free ports.
-    static func daemon(_ label: String) throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
+    static func daemon(_ label: String, mediaHost: String = "127.0.0.1") throws -> (DaemonProcess, whipPort: Int, mediaPort: Int) {
         let directory = try TestEnvironment.temporaryDirectory()
         let tokenPath = directory.appendingPathComponent("whip.token").path
         try (WebRTCIngestTests.token + "\n").write(toFile: tokenPath, atomically: true, encoding: .utf8)
@@ -19,7 +19,7 @@ import Testing
         let (whipPort, mediaPort) = (freePort(), freePort())
         let daemon = try DaemonProcess(
             label: label, settings: ["token_file": "\"\(tokenPath)\"", "max_width": "1280", "max_height": "720", "slots": "200"],
-            transport: "whip", tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"127.0.0.1:\(mediaPort)\"", start: false)
+            transport: "whip", tables: "[webrtc]\nlisten = \"127.0.0.1:\(whipPort)\"\nmedia = \"\(mediaHost):\(mediaPort)\"", start: false)
         return (daemon, whipPort, mediaPort)
     }
 
@@ -57,6 +57,23 @@ import Testing
         }
         try Self.expectFramesArrive(daemon, whipPort: whipPort)
         #expect(!daemon.log.contains(WebRTCIngestTests.token))
+    }
+
+    /// `media = "0.0.0.0:P"` held by the service manager: the adopted socket is asked for each datagram's
+    /// destination, and checks of 127.0.0.2 and 127.0.0.3 are answered from there (WebRTCWildcardMediaTests' probe).
+    @Test func anInheritedWildcardMediaSocketRepliesFromTheAddressReached() throws {
+        let (daemon, whipPort, mediaPort) = try Self.daemon("holdwild", mediaHost: "0.0.0.0")
+        let holder = try SocketHolder(daemon: daemon, sockets: ["whip-http=tcp:\(whipPort)", "whip-media=udp:0.0.0.0:\(mediaPort)"])
+        try #require(holder.waitUntilServing(started: 1) != nil, "\(daemon.log.suffix(3000))")
+        #expect(daemon.log.contains("media on the inherited socket 'whip-media' (udp 0.0.0.0:\(mediaPort), socket activation)"),
+                "\(daemon.log.suffix(3000))")
+        let response = try httpRequest(port: whipPort, method: "POST", path: "/whip/\(daemon.name)",
+                                       headers: ["Content-Type": "application/sdp", "Authorization": "Bearer \(WebRTCIngestTests.token)"],
+                                       body: WebRTCHostileTests.offer(ufrag: "inherit1"))
+        try #require(response.status == 201, "\(response.body)\n\(daemon.log.suffix(2000))")
+        let replies = try WebRTCWildcardMediaTests.probe(answer: response.body, ufrag: "inherit1", mediaPort: mediaPort,
+                                                        addresses: ["127.0.0.2", "127.0.0.3"])
+        #expect(replies == ["127.0.0.2:\(mediaPort)", "127.0.0.3:\(mediaPort)"], "\(daemon.log.suffix(2000))")
     }
 
     /// Without socket activation the daemon binds `[webrtc]` itself and serves; and the control for the test above:

@@ -43,6 +43,26 @@ import Testing
         return (Array(buffer[0..<count]), "\(host):\(Int(in_port_t(bigEndian: source.sin_port)))")
     }
 
+    /// Checks of the session the answer opened (its ufrag `ufrag`), sent from one socket on 127.0.0.1 to each of
+    /// `addresses`: where each reply came from ("nowhere" for none).
+    static func probe(answer sdp: String, ufrag: String, mediaPort: Int, addresses: [String]) throws -> [String] {
+        let local = answer(sdp)
+        let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(client) }
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var own = sockaddr_in()
+        own.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
+        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        return addresses.enumerated().map { index, address in
+            let request = STUNMessage.bindingRequest(
+                transactionID: (0..<12).map { UInt8($0 + index * 12) }, username: "\(local.ufrag):\(ufrag)", priority: 1_000_000,
+                role: .controlling(tiebreaker: 42), useCandidate: false, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+            return exchange(request, on: client, to: address, port: mediaPort)?.from ?? "nowhere"
+        }
+    }
+
     /// 127.0.0.2 and 127.0.0.3 are this machine's, but the kernel's own choice of source towards 127.0.0.1 is
     /// 127.0.0.1: a reply from there would be, to an ICE agent, no reply to its check of 127.0.0.2.
     @Test(arguments: ["0.0.0.0", "::"])
