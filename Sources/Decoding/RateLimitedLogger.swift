@@ -16,7 +16,9 @@ public struct RateLimitedLogger: Sendable {
     }
 
     public mutating func log(_ level: Logger.Level, key: String, now: UInt64, _ message: @autoclosure () -> String) {
-        if let last = lastLogged[key], now - last < intervalNanoseconds {
+        // A time older than the last line's is within its interval: callers that share one logger behind a lock read
+        // the clock before taking it, so a thread that lost the race brings an earlier time (UInt64 would trap).
+        if let last = lastLogged[key], now < last || now - last < intervalNanoseconds {
             suppressed[key, default: 0] += 1
             return
         }
