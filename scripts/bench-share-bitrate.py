@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,12 +33,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "bench-share-bitrate-Xq7v2KpL9wZr4mTn8sYb"
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import loopback_share  # noqa: E402
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def browser_share(options, work, clip, max_bitrate):
     """Chromium to Chromium in one page (scripts/loopback_share.py); the page's seconds."""
@@ -95,7 +88,7 @@ def screen_share(options, work, receiver, port=None, stream=None):
 
 
 def start_daemon(binary, work, name, streams):
-    http_port, media_port = free_port(), free_port()
+    http_port, media_port = loopback_share.free_port(), loopback_share.free_port()
     path = os.path.join(work, f"{name}.toml")
     with open(path, "w") as configuration:
         configuration.write(f'[daemon]\nlog_level = "notice"\n[webrtc]\nlisten = "127.0.0.1:{http_port}"\nmedia = "127.0.0.1:{media_port}"\n')
@@ -112,14 +105,11 @@ def start_daemon(binary, work, name, streams):
 def summary(seconds, skip):
     """Median, 10th and 90th percentile of the allowed bitrate from `skip` seconds on, and of what was sent."""
     later = [entry for entry in seconds[skip:] if entry.get("allowedKbps")]
-    allowed = sorted(entry["allowedKbps"] for entry in later)
-    sent = sorted(entry["sentKbps"] for entry in later if entry.get("sentKbps") is not None)
+    allowed = [entry["allowedKbps"] for entry in later]
+    sent = [entry["sentKbps"] for entry in later if entry.get("sentKbps") is not None]
     sizes = sorted({f"{entry['width']}x{entry['height']}" for entry in later if entry.get("width")})
-
-    def pick(values, fraction):
-        return values[min(len(values) - 1, int(fraction * len(values)))] if values else None
-    return {"allowed_p50": pick(allowed, 0.5), "allowed_p10": pick(allowed, 0.1), "allowed_p90": pick(allowed, 0.9),
-            "sent_p50": pick(sent, 0.5), "sizes": sizes, "seconds": len(later)}
+    return {"allowed_p50": percentile(allowed, 0.5), "allowed_p10": percentile(allowed, 0.1), "allowed_p90": percentile(allowed, 0.9),
+            "sent_p50": percentile(sent, 0.5), "sizes": sizes, "seconds": len(later)}
 
 
 def percentile(values, fraction):

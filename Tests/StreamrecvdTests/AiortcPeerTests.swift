@@ -18,6 +18,14 @@ import Testing
         return (result.text.split(separator: "\n").last.map(String.init) ?? "", result.standardError)
     }
 
+    /// `frames` of testsrc2 at 640x360 as x264 makes them for aiortc to pass through: constrained baseline, no
+    /// B-frames, SPS and PPS before every IDR.
+    static func makeClip(_ path: String, frames: Int) throws {
+        try runChecked("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", String(frames),
+                                  "-c:v", "libx264", "-profile:v", "baseline", "-bf", "0", "-g", "30", "-tune", "zerolatency",
+                                  "-x264-params", "repeat-headers=1", "-f", "h264", path])
+    }
+
     /// Known bytes: a clip x264 made here (constrained baseline, no B-frames, SPS and PPS before every IDR, so it
     /// needs no keyframe request, which aiortc cannot honour for bytes it passes through) goes out unchanged.
     @Test func knownH264ArrivesBitExact() throws {
@@ -27,9 +35,7 @@ import Testing
         let clip = directory.appendingPathComponent("clip.h264").path
         let record = directory.appendingPathComponent("sent.h264").path
         let frames = 90
-        try runChecked("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", String(frames),
-                                  "-c:v", "libx264", "-profile:v", "baseline", "-bf", "0", "-g", "30", "-tune", "zerolatency",
-                                  "-x264-params", "repeat-headers=1", "-f", "h264", clip])
+        try Self.makeClip(clip, frames: frames)
         let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 30, directory: directory)
         let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", frames: frames,
                                         extra: ["--send", clip, "--record", record])
@@ -65,9 +71,7 @@ import Testing
         let directory = daemon.directory
         let clip = directory.appendingPathComponent("clip.h264").path
         let frames = 90
-        try runChecked("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", String(frames),
-                                  "-c:v", "libx264", "-profile:v", "baseline", "-bf", "0", "-g", "30", "-tune", "zerolatency",
-                                  "-x264-params", "repeat-headers=1", "-f", "h264", clip])
+        try Self.makeClip(clip, frames: frames)
         let cat = try CatProcess(stream: daemon.name, frames: frames - 10, timeout: 30, directory: directory)
         let client = try Self.runClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", frames: frames,
                                         extra: ["--send", clip, "--audio"])

@@ -43,22 +43,39 @@ import Testing
         return (Array(buffer[0..<count]), "\(host):\(Int(in_port_t(bigEndian: source.sin_port)))")
     }
 
-    /// Checks of the session the answer opened (its ufrag `ufrag`), sent from one socket on 127.0.0.1 to each of
-    /// `addresses`: where each reply came from ("nowhere" for none).
-    static func probe(answer sdp: String, ufrag: String, mediaPort: Int, addresses: [String]) throws -> [String] {
-        let local = answer(sdp)
+    /// A UDP socket on 127.0.0.1 (a free port) that waits 3 s at most for a reply; its port.
+    static func loopbackClient() -> (descriptor: Int32, port: Int) {
         let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(client) }
         var timeout = timeval(tv_sec: 3, tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var own = sockaddr_in()
         own.sin_family = sa_family_t(AF_INET)
         inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
-        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &own) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, length) == 0 ? getsockname(client, $0, &length) : -1 }
+        }
+        return (client, Int(in_port_t(bigEndian: own.sin_port)))
+    }
+
+    /// An ICE check of the session the answer `local` describes, as the client whose ufrag is `ufrag` sends it; its
+    /// transaction ID is `transaction` twelve times.
+    static func check(_ local: (ufrag: String, password: String, candidates: [String]), ufrag: String, transaction: UInt8,
+                      nominating: Bool) -> [UInt8] {
+        STUNMessage.bindingRequest(
+            transactionID: Array(repeating: transaction, count: 12), username: "\(local.ufrag):\(ufrag)", priority: 1_000_000,
+            role: .controlling(tiebreaker: 42), useCandidate: nominating, integrityKey: Array(local.password.utf8),
+            hmacSHA1: HMACSHA1.authenticate(key:data:))
+    }
+
+    /// Checks of the session the answer opened (its ufrag `ufrag`), sent from one socket on 127.0.0.1 to each of
+    /// `addresses`: where each reply came from ("nowhere" for none).
+    static func probe(answer sdp: String, ufrag: String, mediaPort: Int, addresses: [String]) throws -> [String] {
+        let local = answer(sdp)
+        let (client, _) = Self.loopbackClient()
+        defer { close(client) }
         return addresses.enumerated().map { index, address in
-            let request = STUNMessage.bindingRequest(
-                transactionID: (0..<12).map { UInt8($0 + index * 12) }, username: "\(local.ufrag):\(ufrag)", priority: 1_000_000,
-                role: .controlling(tiebreaker: 42), useCandidate: false, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+            let request = check(local, ufrag: ufrag, transaction: UInt8(index), nominating: false)
             return exchange(request, on: client, to: address, port: mediaPort)?.from ?? "nowhere"
         }
     }
@@ -79,20 +96,20 @@ import Testing
         // The interfaces' addresses, with the media port; loopback only where the machine has nothing else.
         #expect(local.candidates.contains("\(network.localAddress) \(mediaPort)"), "\(local.candidates)")
         #expect(!local.candidates.contains { $0.hasPrefix("127.") || $0.hasPrefix("::1 ") || $0.hasPrefix("0.0.0.0") }, "\(local.candidates)")
-        #expect(local.candidates.contains { $0.contains(":") } == (wildcard == "::" && local.candidates.contains { $0.hasPrefix("fd") || $0.hasPrefix("2") }))
+        // IPv4 only on 0.0.0.0; on :: every global IPv6 address of the machine too.
+        let globalIPv6 = try runProcess("ip", ["-o", "-6", "addr", "show", "scope", "global", "up"]).text.split(separator: "\n").compactMap { line in
+            line.split(separator: " ").firstIndex(of: "inet6").map { String(line.split(separator: " ")[$0 + 1].split(separator: "/")[0]) }
+        }
+        if wildcard == "::" {
+            #expect(globalIPv6.prefix(8).allSatisfy { local.candidates.contains("\($0) \(mediaPort)") }, "\(globalIPv6) in \(local.candidates)")
+        } else {
+            #expect(!local.candidates.contains { $0.contains(":") }, "\(local.candidates)")
+        }
 
-        let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let (client, _) = Self.loopbackClient()
         defer { close(client) }
-        var timeout = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var own = sockaddr_in()
-        own.sin_family = sa_family_t(AF_INET)
-        inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
-        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         for (index, address) in ["127.0.0.2", "127.0.0.3", network.localAddress, "127.0.0.1"].enumerated() {
-            let request = STUNMessage.bindingRequest(
-                transactionID: (0..<12).map { UInt8($0 + index * 12) }, username: "\(local.ufrag):probe1234", priority: 1_000_000,
-                role: .controlling(tiebreaker: 42), useCandidate: index == 1, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+            let request = Self.check(local, ufrag: "probe1234", transaction: UInt8(index), nominating: index == 1)
             let reply = Self.exchange(request, on: client, to: address, port: mediaPort)
             #expect(reply?.from == "\(address):\(mediaPort)", "a check of \(address) was answered from \(reply?.from ?? "nowhere")\n\(daemon.log.suffix(2000))")
             let message = reply.flatMap { try? STUNMessage.parse($0.reply) }
@@ -112,20 +129,8 @@ import Testing
                                        body: WebRTCHostileTests.offer(ufrag: "replay123"))
         try #require(response.status == 201, "\(response.body)")
         let local = Self.answer(response.body)
-        let client = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var timeout = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var own = sockaddr_in()
-        own.sin_family = sa_family_t(AF_INET)
-        inet_pton(AF_INET, "127.0.0.1", &own.sin_addr)
-        _ = withUnsafePointer(to: &own) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        var bound = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) } }
-        let clientPort = Int(in_port_t(bigEndian: bound.sin_port))
-        let nominating = STUNMessage.bindingRequest(
-            transactionID: Array(repeating: 7, count: 12), username: "\(local.ufrag):replay123", priority: 1_000_000,
-            role: .controlling(tiebreaker: 42), useCandidate: true, integrityKey: Array(local.password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+        let (client, clientPort) = Self.loopbackClient()
+        let nominating = Self.check(local, ufrag: "replay123", transaction: 7, nominating: true)
         #expect(Self.exchange(nominating, on: client, to: "127.0.0.2", port: mediaPort)?.from == "127.0.0.2:\(mediaPort)")
         // The replay: the same bytes from the same address, to 127.0.0.3.
         #expect(Self.exchange(nominating, on: client, to: "127.0.0.3", port: mediaPort)?.from == "127.0.0.3:\(mediaPort)")
