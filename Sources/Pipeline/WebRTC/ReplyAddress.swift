@@ -8,8 +8,10 @@ import NIOCore
 /// - only an address of this machine's interfaces as they were at the offer, or of 127.0.0.0/8: not a broadcast or
 ///   multicast address a datagram was sent to, not an IPv6 link-local one (no socket binds it without a zone);
 /// - a check's transaction ID moves it once: the same check again (a replay, to another address) does not.
-/// Authenticated SRTP and SRTCP move it (SRTP's replay protection holds for them); so does a nominating check; any
-/// first check or datagram sets it.
+/// Only a nominating check moves it: the client names its chosen pair with one (USE-CANDIDATE). Media does not,
+/// authenticated or not: an on-path attacker racing a copy of the client's SRTP to another address ahead of the
+/// original moved it before (the original then failed as a replay), and the RTCP went where the client never hears
+/// it (the second red team). Any first check or datagram sets it.
 struct ReplyAddress {
     private(set) var current: SocketAddress?
     /// IP addresses (4 or 16 bytes) this session's replies may leave from; nil: the socket has one, `current` stays nil.
@@ -20,8 +22,8 @@ struct ReplyAddress {
 
     init(ownAddresses: Set<[UInt8]>?) { self.ownAddresses = ownAddresses }
 
-    /// A datagram of the session came to `address` (`check`: a STUN check's transaction ID); true when replies now
-    /// leave from another address than before.
+    /// A datagram of the session came to `address` (`check`: a STUN check's transaction ID; `nominating`: a check
+    /// with USE-CANDIDATE); true when replies now leave from another address than before.
     mutating func heard(at address: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) -> Bool {
         // Media to where replies already leave from, the common case: nothing to look up.
         if check == nil, address == current { return false }

@@ -94,8 +94,8 @@ final class WebRTCSession {
     // MARK: - ICE
 
     /// A datagram from the session's address came to `address` (nil: the socket has one); `check`: a STUN check's
-    /// transaction ID. Media and nominating checks move replies there, another datagram only where none is known
-    /// yet (`ReplyAddress`); true when they moved.
+    /// transaction ID. A nominating check moves replies there, another datagram only where none is known yet
+    /// (`ReplyAddress`); true when they moved.
     func heard(at address: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) -> Bool {
         replyAddress.heard(at: address, nominating: nominating, check: check)
     }

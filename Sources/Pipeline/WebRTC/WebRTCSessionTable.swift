@@ -207,7 +207,7 @@ final class WebRTCSessionTable {
                 default: return rejectSRTP(source, now: now)
                 }
             }
-            heard(session, at: local, nominating: true)
+            heard(session, at: local, nominating: false)
             metrics.bytesReceived.increment(by: Int64(datagram.count))
             if let change = session.takeSourceChange() {
                 metrics.ssrcChanges.increment()
@@ -223,7 +223,7 @@ final class WebRTCSessionTable {
                 metrics.srtpRejected.increment()
                 return
             }
-            heard(session, at: local, nominating: true)
+            heard(session, at: local, nominating: false)
         case .unknown:
             reject(source, "a datagram that is neither STUN, DTLS nor SRTP", now: now)
         }
