@@ -114,6 +114,9 @@ public enum ConfigurationLoader {
         }
         try validateUnique(configuration, fail: fail)
         configuration.warnings += sharedCameraWarnings(configuration.streams)
+        // Streams sharing one token file would repeat its warning once each: say it once.
+        var said = Set<String>()
+        configuration.warnings = configuration.warnings.filter { said.insert($0).inserted }
         return configuration
     }
 

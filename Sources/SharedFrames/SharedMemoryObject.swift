@@ -205,10 +205,7 @@ final class SharedMemoryObject: @unchecked Sendable {
 
     /// Removes temporary objects a crashed writer of `name` left behind (only this user's).
     static func removeLeftovers(of name: String) {
-        guard let folder = opendir(directory) else { return }
-        defer { closedir(folder) }
-        while let entry = readdir(folder) {
-            let file = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        for file in SharedMemoryDirectory.names() {
             var status = stat()
             guard let owner = TemporaryObjectName.parse(file, of: name), owner.isLeftover,
                   lstat(directory + file, &status) == 0, status.st_uid == geteuid() else { continue }
@@ -265,5 +262,22 @@ final class SharedMemoryObject: @unchecked Sendable {
     /// Removes `name` if it still leads to `identity` (never someone else's object put there since).
     static func unlink(name: String, ifStill identity: ObjectIdentity) {
         if lookup(name) == .object(identity) { Glibc.unlink(directory + name) }
+    }
+}
+
+/// The directory POSIX shared-memory objects live in.
+public enum SharedMemoryDirectory {
+    /// The names of everything in /dev/shm, or in `directory` (empty when it cannot be read).
+    public static func names(in directory: String = "/dev/shm") -> [String] {
+        guard let folder = opendir(directory) else { return [] }
+        defer { closedir(folder) }
+        // A readdir entry is only as long as its name: copying the whole 256-byte `d_name` reads past the end of
+        // libc's buffer, a crash once the last entry sits at the end of a page (a hundred rings were enough).
+        let nameOffset = MemoryLayout<dirent>.offset(of: \.d_name)!
+        var names: [String] = []
+        while let entry = readdir(folder) {
+            names.append(String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)))
+        }
+        return names
     }
 }

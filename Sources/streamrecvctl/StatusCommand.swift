@@ -81,14 +81,7 @@ struct StatusCommand: ParsableCommand {
     }
 
     static func ringNames() -> [String] {
-        guard let directory = opendir("/dev/shm") else { return [] }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasPrefix("streamrecv-") && !name.contains("/") { names.append(name) }
-        }
-        return names.sorted()
+        SharedMemoryDirectory.names().filter { $0.hasPrefix("streamrecv-") && !$0.contains("/") }.sorted()
     }
 
     static func json(_ status: RingStatus) -> String {

@@ -73,6 +73,10 @@ struct TokenStrengthTests {
         let warning = configuration.warnings.first { $0.contains("the token looks guessable") }
         #expect(warning?.contains("about 4 bits") == true && warning?.contains("head -c 24 /dev/urandom") == true, "\(configuration.warnings)")
         #expect(!configuration.warnings.contains { $0.contains(token) })
+        // A hundred streams behind one token file: one warning, not a hundred.
+        let shared = text + (1...100).map { "[[stream]]\nname = \"screen\($0)\"\nlisten = \"whip\"\ntoken_file = \"whip.token\"\n" }.joined()
+        let sharing = try ConfigurationLoader.parse(shared, file: folder + "/c.toml")
+        #expect(sharing.warnings.filter { $0.contains("the token looks guessable") }.count == 1, "\(sharing.warnings)")
         let (good, goodFolder) = try Self.configuration(token: Self.randomToken(bytes: 24), host: "0.0.0.0")
         #expect(!(try ConfigurationLoader.parse(good, file: goodFolder + "/c.toml")).warnings.contains { $0.contains("guessable") })
     }
