@@ -180,6 +180,111 @@ class ReaderTest(unittest.TestCase):
             streamrecv.FrameRing(shm_name=self.ring.name)
 
 
+class BorrowedFrameTest(unittest.TestCase):
+    """Frames read where they lie (no copy), and told apart from ones the writer reused meanwhile."""
+
+    def setUp(self):
+        self.ring = HandMadeRing("-borrow")
+
+    def tearDown(self):
+        self.ring.close()
+
+    def test_a_borrowed_frame_is_the_slot_and_knows_when_it_was_overtaken(self):
+        self.ring.publish(1, 10)
+        self.ring.publish(2, 20)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            frame = reader.read(1, borrow=True)
+            self.assertIsInstance(frame, streamrecv.BorrowedFrame)
+            self.assertEqual(frame.packed(), bytes([10] * 8 + [11] * 2 + [12] * 2))
+            self.assertTrue(frame.still_valid())
+            # The slot itself, not a copy: the writer's next bytes there show through.
+            data = self.ring.slot_data
+            self.ring.map[data] = 77
+            self.assertEqual(frame.data[0], 77)
+            self.ring.map[data] = 10
+            self.ring.publish(3, 30)  # into frame 1's slot
+            self.assertFalse(frame.still_valid())
+            self.assertEqual(reader.read(1, borrow=True), 2, "lapped, as a copying read says")
+            self.assertIsNone(reader.read(4, borrow=True))
+            frames = list(reader.frames(timeout=0.05, start=2, borrow=True))
+            self.assertEqual([(f.sequence, f.plane(0)[0], f.still_valid()) for f in frames], [(2, 20, True), (3, 30, True)])
+            self.assertTrue(reader.read(2).still_valid(), "a copy is always its frame")
+
+    def test_numpy_planes_of_a_borrowed_frame_are_views_of_the_ring(self):
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            self.skipTest("numpy is not installed (the reader works without it)")
+        self.ring.publish(1, 10)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            frame = reader.read(1, borrow=True)
+            luma, u, v = frame.numpy_planes()
+            self.assertEqual(int(luma.sum()), 80)
+            self.assertFalse(luma.flags.writeable, "the ring is mapped read-only")
+            self.ring.map[self.ring.slot_data + 1] = 50
+            self.assertEqual(int(luma[0, 1]), 50, "a view of the slot, not a copy")
+            self.assertTrue(frame.still_valid(), "a byte changed behind the seqlock's back is not the writer's doing")
+
+    def test_the_reader_can_close_while_borrowed_frames_live(self):
+        self.ring.publish(1, 10)
+        reader = streamrecv.FrameRing(shm_name=self.ring.name)
+        frame = reader.read(1, borrow=True)
+        reader.close()
+        self.assertEqual(frame.plane(0), bytes([10] * 8))
+        self.assertTrue(frame.still_valid())
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give the object to another user")
+    def test_an_object_no_trusted_user_owns_is_not_mapped(self):
+        self.ring.publish(1, 10)
+        os.chown(self.ring.path, 65534, 65534)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            self.assertEqual(reader.read(1).plane(0), bytes([10] * 8), "copies are read from anyone's object")
+            with self.assertRaises(streamrecv.RingError) as caught:
+                reader.read(1, borrow=True)
+            self.assertIn("uid 65534, not a trusted user", str(caught.exception))
+            with self.assertRaises(streamrecv.RingError):
+                next(reader.frames(timeout=0.05, borrow=True))
+        with streamrecv.FrameRing(shm_name=self.ring.name, trusted_uids=[65534]) as reader:
+            self.assertTrue(reader.read(1, borrow=True).still_valid())
+
+    def test_no_overtaken_borrow_is_ever_valid(self):
+        # A writer thread rewrites both slots as fast as it can while frames are borrowed and looked at: every
+        # frame still valid afterwards saw its own bytes, and some were overtaken.
+        self.ring.publish(1, 1)
+        stop = threading.Event()
+
+        def write():
+            sequence = 1
+            while not stop.is_set():
+                sequence += 1
+                self.ring.publish(sequence, sequence % 200)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        held = overtaken = torn = 0
+        try:
+            with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and (held < 200 or overtaken < 5):
+                    frame = reader.read(reader.latest_sequence, borrow=True)
+                    if not isinstance(frame, streamrecv.BorrowedFrame):
+                        continue
+                    looked = frame.packed()
+                    time.sleep(0)  # let the writer in
+                    whole = looked == bytes([frame.sequence % 200] * 8 + [frame.sequence % 200 + 1] * 2 + [frame.sequence % 200 + 2] * 2)
+                    if frame.still_valid():
+                        held += 1
+                        torn += not whole
+                    else:
+                        overtaken += 1
+        finally:
+            stop.set()
+            writer.join()
+        self.assertEqual(torn, 0, "torn frames were valid")
+        self.assertGreater(held, 0)
+        self.assertGreater(overtaken, 0)
+
+
 class UntrustedRingTest(unittest.TestCase):
     """Anyone can create an object under /dev/shm: every lie in it is a RingError, never a crash."""
 

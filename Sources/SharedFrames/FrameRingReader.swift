@@ -172,10 +172,18 @@ public final class FrameRingReader: Sendable {
     private static func read(
         sequence: UInt64, into pixels: inout [UInt8], from attached: RingAttachment, olderInSlot: inout Bool
     ) -> ReadOutcome {
-        let outcome = attached.withFrame(sequence: sequence, olderInSlot: &olderInSlot) { info, bytes in
+        read(sequence: sequence, from: attached, olderInSlot: &olderInSlot) { _, bytes in
             if pixels.count != bytes.count { pixels = [UInt8](repeating: 0, count: bytes.count) }
             pixels.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
         }
+    }
+
+    /// Runs `body` on frame `sequence` where it lies; `.frame` only when the writer left the slot alone meanwhile.
+    private static func read(
+        sequence: UInt64, from attached: RingAttachment, olderInSlot: inout Bool,
+        _ body: (FrameInfo, UnsafeRawBufferPointer) -> Void
+    ) -> ReadOutcome {
+        let outcome = attached.withFrame(sequence: sequence, olderInSlot: &olderInSlot, body)
         switch outcome {
         case .frame(let info, _): return .frame(info)
         case .lapped(let oldest): return .lapped(oldestAvailable: oldest)
@@ -218,6 +226,20 @@ public final class FrameRingReader: Sendable {
     public func next(
         after previous: UInt64, into pixels: inout [UInt8], timeoutNanoseconds: Int64, stopWhenStopped: Bool, skipped: inout UInt64
     ) -> NextOutcome {
+        nextBorrowed(after: previous, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: stopWhenStopped, skipped: &skipped) { _, bytes in
+            if pixels.count != bytes.count { pixels = [UInt8](repeating: 0, count: bytes.count) }
+            pixels.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        }
+    }
+
+    /// `next` without the copy: `body` gets the frame's pixels where they lie in the ring, as `withFrame` does, and
+    /// may run more than once: when the writer reuses the slot while `body` runs, what it made is thrown away by
+    /// running it again on the frame read next. On `.frame`, the last run of `body` saw that frame whole. `body`
+    /// must not keep the pointer, nor act on what it read (write it out, say) before this returns.
+    public func nextBorrowed(
+        after previous: UInt64, timeoutNanoseconds: Int64, stopWhenStopped: Bool, skipped: inout UInt64,
+        _ body: (FrameInfo, UnsafeRawBufferPointer) -> Void
+    ) -> NextOutcome {
         // Frame 0 does not exist: after a (forged) latest of 2^64 - 1 the next frame is looked for from 1.
         var wanted = max(previous &+ 1, 1)
         let deadline = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutNanoseconds))
@@ -236,7 +258,7 @@ public final class FrameRingReader: Sendable {
         while true {
             if attached.state == .replaced, moveOn() { continue }
             let seen = attached.wakeWord
-            switch Self.read(sequence: wanted, into: &pixels, from: attached, olderInSlot: &olderInSlot) {
+            switch Self.read(sequence: wanted, from: attached, olderInSlot: &olderInSlot, body) {
             case .frame(let info):
                 return .frame(info)
             case .lapped(let oldest):

@@ -40,14 +40,23 @@ struct CatCommand: ParsableCommand {
         let reader = try stream.attach(waitingUpTo: timeout)
         var writer = SegmentWriter(pattern: output)
         var previous = reader.latestSequence
-        var pixels: [UInt8] = []
+        // The frame as it goes out, made from the slot where the frame lies (no copy of the slot first), and
+        // written only once the frame was seen whole: a frame the writer overtook is made again from the next.
+        var outgoing: [UInt8] = []
         var written = 0
         var header: FrameLayout?
         printError("streamrecvctl: reading /dev/shm/\(StatusCommand.printable(reader.shmName)) after frame \(previous)")
         let timeoutNanoseconds = timeout.map { Int64($0 * 1e9) } ?? Int64.max / 2
         while frames.map({ written < $0 }) ?? true {
             var skipped: UInt64 = 0
-            switch reader.next(after: previous, into: &pixels, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: false, skipped: &skipped) {
+            let outcome = reader.nextBorrowed(after: previous, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: false, skipped: &skipped) { info, pixels in
+                if format == .y4m {
+                    PlanarConversion.planar(pixels, layout: info.layout, into: &outgoing)
+                } else {
+                    PlanarConversion.packed(pixels, layout: info.layout, into: &outgoing)
+                }
+            }
+            switch outcome {
             case .timedOut:
                 printError("streamrecvctl: no frame for \(timeout ?? 0) s")
                 throw ExitCode(2)
@@ -77,12 +86,8 @@ struct CatCommand: ParsableCommand {
                     }
                     header = layout
                 }
-                if format == .y4m {
-                    try writer.write(Array("FRAME\n".utf8))
-                    try writer.write(PlanarConversion.planar(pixels, layout: layout))
-                } else {
-                    try writer.write(PlanarConversion.packed(pixels, layout: layout))
-                }
+                if format == .y4m { try writer.write(Array("FRAME\n".utf8)) }
+                try writer.write(outgoing)
                 written += 1
             }
         }

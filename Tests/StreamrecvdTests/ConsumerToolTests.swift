@@ -152,6 +152,38 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
         }
     }
 
+    /// `consumer --hash` borrows every frame where it lies and hashes its planes there: its hashes are those of
+    /// FFmpeg's frames of the stream (yuv420p, as `output = "native"` publishes them), every one, in order.
+    @Test func theCExampleBorrowsEveryFrameInPlace() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let binary = directory.appendingPathComponent("consumer").path
+        let root = TestEnvironment.repositoryRoot
+        try runChecked("cc", ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
+                              "-I", root.appendingPathComponent("Sources/CFrameRing/include").path,
+                              root.appendingPathComponent("docs/examples/consumer.c").path, "-o", binary])
+        let stream = try generated("h264", size: "320x240", frames: 30, parameters: "bframes=2")
+        let source = directory.appendingPathComponent("source.h264")
+        try Data(stream).write(to: source)
+        let decoded = [UInt8](try runChecked("ffmpeg", ["-v", "error", "-i", source.path, "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"]).standardOutput)
+        let frameBytes = 320 * 240 * 3 / 2
+        #expect(decoded.count == 30 * frameBytes)
+        let expected = stride(from: 0, to: decoded.count, by: frameBytes).enumerated().map { index, start in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in decoded[start..<(start + frameBytes)] { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            return "\(index + 1) " + String(hash, radix: 16).leftPadded(to: 16)
+        }
+        let daemon = try DaemonProcess(label: "chash", settings: [
+            "max_width": "320", "max_height": "240", "slots": "40", "output": "\"native\"",
+        ])
+        let output = directory.appendingPathComponent("hashes.txt")
+        let process = try startReader(binary, ["--hash", daemon.name, "30"], output: output.path, marker: "attached")
+        try Sender(port: daemon.port).sendPaced(stream, pauseMicroseconds: 2000)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\((try? String(contentsOfFile: output.path + ".stderr", encoding: .utf8)) ?? "")")
+        let ours = try String(contentsOf: output, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(ours == expected, "\(firstDifference(ours, expected) ?? "")")
+    }
+
     /// docs/examples/opencv_consumer.py with Debian's OpenCV: every frame as a BGR array, against libswscale's
     /// conversion of FFmpeg's decode of the same stream (`ffmpeg -pix_fmt bgr24`): cv2.cvtColor rounds otherwise,
     /// by 3 steps at most and under 1 on average.
@@ -301,4 +333,8 @@ func makeMP4(codec: String, frames: Int, in directory: URL) throws -> String {
             return
         }
     }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

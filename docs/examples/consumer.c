@@ -3,6 +3,7 @@
  *   cc -std=c11 -O2 -I Sources/CFrameRing/include docs/examples/consumer.c -o consumer
  *   ./consumer desk 100 > frames.yuv      # 100 frames of stream "desk", tightly packed planes
  *   ./consumer desk 100 60                # the same, waiting up to 60 s for a frame instead of 10
+ *   ./consumer --hash desk 100            # a hash of each frame's planes, read in place (no copy)
  *
  * It attaches read-only to /dev/shm/streamrecv-NAME and validates the header once against the size it mapped
  * (anyone can create an object there: nothing in it is trusted), keeping only the validated geometry. For each
@@ -11,6 +12,9 @@
  * padding to standard output. When the daemon moves the stream to a new object (a larger format, a restart with
  * other settings) or the object is truncated under it (SIGBUS, caught), it opens the name again.
  * Discontinuities (a new sender, a decoder reset, lost data, a daemon restart) are reported on standard error.
+ * With --hash it copies nothing: it borrows each frame where it lies (streamrecv_shm_borrow), hashes its planes
+ * there, and prints "SEQUENCE HASH" (FNV-1a, 16 hex digits) only if the writer left the slot alone meanwhile
+ * (streamrecv_shm_borrow_held); a borrow the writer overtook is thrown away and counted on standard error.
  * Exit status: 0 after FRAMES frames, 1 on errors (not a ring, a damaged slot), 2 when no frame arrives for
  * TIMEOUT seconds (10 unless given). */
 #define _GNU_SOURCE
@@ -34,6 +38,8 @@ struct ring {
     ino_t inode;
     struct streamrecv_shm_geometry geometry; /* validated once; the header's own values are never used again */
 };
+
+static const char *stream_name;
 
 /* A truncated object raises SIGBUS on access: the copies below run under this jump point. */
 static sigjmp_buf bus_error;
@@ -105,30 +111,16 @@ static double monotonic_seconds(void) {
     return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
-/* Copies frame `sequence` into `copy` and `pixels` (at least slot_data_capacity bytes). Returns 1 done, 0 not
- * published yet (or torn 64 times in a row, which only a forged ring does: try again later), -1 lapped (overwritten, or older than this object), -2 being overwritten (the next frame is
- * whole), -3 the slot is not a valid frame. Called with the SIGBUS jump point set: a truncated object lands there. */
-static int read_frame(const struct ring *ring, uint64_t sequence, struct streamrecv_shm_slot *copy, uint8_t *pixels) {
-    const struct streamrecv_shm_header *header = ring->base;
-    uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
-    const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
-    for (int torn = 0; torn < 64; torn++) {
-        uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
-        if (sequence > latest) return 0;
-        /* Never written while latest says the frame exists: this object began after it. */
-        if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return -1;
-        uint64_t begin = streamrecv_shm_read_begin(slot);
-        /* The writer is in this slot, which it only fills with frame latest + 1: a frame before latest is being
-         * overwritten (lapped); frame latest itself, wait for the writer's wake-up (or it died mid-write). */
-        if (begin == 0) return sequence < latest ? -2 : 0;
-        memcpy(copy, slot, sizeof *copy);
-        int valid = copy->sequence == sequence && streamrecv_shm_check_slot(copy, &ring->geometry) == NULL;
-        if (valid) memcpy(pixels, streamrecv_shm_data_in(ring->base, &ring->geometry, index), copy->data_size);
-        if (!streamrecv_shm_read_end(slot, begin)) continue; /* torn: written meanwhile, copy again */
-        if (copy->sequence == sequence) return valid ? 1 : -3;
-        return -1;
-    }
-    return 0;
+/* FNV-1a over the planes, rows without padding: what --hash prints, computed where the frame lies. */
+static uint64_t hash_planes(const struct streamrecv_shm_slot *slot, const uint8_t *pixels) {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (uint32_t plane = 0; plane < slot->plane_count; plane++)
+        for (uint32_t row = 0; row < slot->plane_height[plane]; row++) {
+            const uint8_t *bytes = pixels + slot->plane_offset[plane] + (size_t)row * slot->plane_stride[plane];
+            for (uint32_t column = 0; column < slot->plane_width[plane]; column++)
+                hash = (hash ^ bytes[column]) * 0x100000001b3ULL;
+        }
+    return hash;
 }
 
 /* The stream moved to a new object (or this one was truncated): map what the name leads to now, once it is a
@@ -152,11 +144,14 @@ static int follow(const char *name, struct ring *ring) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s NAME [FRAMES [TIMEOUT]]\n", argv[0]); return 1; }
-    long wanted = argc > 2 ? atol(argv[2]) : -1;
+    const int hashing = argc > 1 && strcmp(argv[1], "--hash") == 0;
+    const int arguments = argc - hashing;
+    if (arguments < 2) { fprintf(stderr, "usage: %s [--hash] NAME [FRAMES [TIMEOUT]]\n", argv[0]); return 1; }
+    stream_name = argv[1 + hashing];
+    long wanted = arguments > 2 ? atol(argv[2 + hashing]) : -1;
     /* Seconds without a frame before giving up, whatever the ring does meanwhile (a forged one can keep a reader
      * lapping, or wake it, for ever). */
-    double timeout = argc > 3 && atof(argv[3]) > 0 ? atof(argv[3]) : 10;
+    double timeout = arguments > 3 && atof(argv[3 + hashing]) > 0 ? atof(argv[3 + hashing]) : 10;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_bus_error;
@@ -164,18 +159,20 @@ int main(int argc, char **argv) {
     struct ring ring;
     /* The daemon may not have made the ring yet (socket activation starts it at the first connection): wait. */
     int attached;
-    for (int told = 0; (attached = attach(argv[1], &ring, 0)) == -2; told = 1) {
-        if (!told) fprintf(stderr, "consumer: waiting for /dev/shm/streamrecv-%s (the daemon has not made it yet)\n", argv[1]);
+    for (int told = 0; (attached = attach(stream_name, &ring, 0)) == -2; told = 1) {
+        if (!told) fprintf(stderr, "consumer: waiting for /dev/shm/streamrecv-%s (the daemon has not made it yet)\n", stream_name);
         usleep(50000);
     }
     if (attached != 0) return 1;
     uint8_t *pixels = NULL;
     uint64_t capacity = 0;
-    struct streamrecv_shm_slot frame;
+    struct streamrecv_shm_borrowed borrowed;
+    const struct streamrecv_shm_slot *frame = &borrowed.slot;
+    unsigned long overtaken = 0; /* borrows the writer overtook (--hash) */
     const struct streamrecv_shm_header *header = ring.base;
     uint64_t next = streamrecv_shm_load_u64(&header->latest_sequence) + 1; /* start with the next frame */
     fprintf(stderr, "consumer: attached to %s (%u slots), starting at frame %llu\n",
-            argv[1], ring.geometry.slot_count, (unsigned long long)next);
+            stream_name, ring.geometry.slot_count, (unsigned long long)next);
     long written = 0;
     double last_frame = monotonic_seconds();
     int laps = 0; /* frames lost in a row to a slot being overwritten */
@@ -194,18 +191,26 @@ int main(int argc, char **argv) {
         /* Every access to the mapping below may hit a truncated object: it then lands here. */
         if (sigsetjmp(bus_error, 1) != 0) {
             copying = 0;
-            if (follow(argv[1], &ring) != 0) return 1;
+            if (follow(stream_name, &ring) != 0) return 1;
             continue;
         }
         copying = 1;
         uint32_t seen = streamrecv_shm_load_u32(&header->wake_word);
-        int outcome = read_frame(&ring, next, &frame, pixels);
-        if (outcome == -3) { fprintf(stderr, "consumer: frame %llu is not a valid frame\n", (unsigned long long)next); return 1; }
-        if (outcome == 0) {
+        int outcome = hashing ? streamrecv_shm_borrow(ring.base, &ring.geometry, next, &borrowed)
+                              : streamrecv_shm_copy(ring.base, &ring.geometry, next, &borrowed, pixels);
+        uint64_t hash = 0;
+        if (outcome == STREAMRECV_SHM_FRAME && hashing) {
+            hash = hash_planes(frame, borrowed.pixels);
+            /* The writer reused the slot while we hashed: the hash is not the frame's. Borrow again (the
+             * frame is then lapped, or being overwritten). */
+            if (!streamrecv_shm_borrow_held(&borrowed)) { overtaken++; continue; }
+        }
+        if (outcome == STREAMRECV_SHM_INVALID) { fprintf(stderr, "consumer: frame %llu is not a valid frame\n", (unsigned long long)next); return 1; }
+        if (outcome == STREAMRECV_SHM_NOT_YET) {
             uint32_t state = streamrecv_shm_load_u32(&header->stream_state);
-            if (state == STREAMRECV_STATE_REPLACED || replaced(argv[1], &ring)) {
+            if (state == STREAMRECV_STATE_REPLACED || replaced(stream_name, &ring)) {
                 copying = 0;
-                if (follow(argv[1], &ring) != 0) return 1;
+                if (follow(stream_name, &ring) != 0) return 1;
                 continue;
             }
             if (state == STREAMRECV_STATE_STOPPED) { fprintf(stderr, "consumer: stream stopped\n"); break; }
@@ -214,14 +219,14 @@ int main(int argc, char **argv) {
             streamrecv_shm_wait(header, seen, 200000000LL);
             continue;
         }
-        if (outcome == -2) {
+        if (outcome == STREAMRECV_SHM_OVERWRITING) {
             fprintf(stderr, "consumer: lapped: frame %llu was overwritten before being read\n", (unsigned long long)next);
             next++;
             /* A real writer does this a few times in a row at most; a forged ring, for ever: back off. */
             if (++laps > 64) usleep(1000);
             continue;
         }
-        if (outcome < 0) {
+        if (outcome == STREAMRECV_SHM_LAPPED) {
             uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
             uint64_t oldest = latest >= ring.geometry.slot_count ? latest - ring.geometry.slot_count + 1 : 1;
             if (oldest <= next) oldest = latest + 1; /* not in this object at all: go on with the next one published */
@@ -233,15 +238,21 @@ int main(int argc, char **argv) {
         copying = 0;
         last_frame = monotonic_seconds();
         laps = 0;
-        if (frame.flags & STREAMRECV_FRAME_DISCONTINUITY)
-            fprintf(stderr, "consumer: discontinuity before frame %llu\n", (unsigned long long)frame.sequence);
-        for (uint32_t plane = 0; plane < frame.plane_count; plane++)
-            for (uint32_t row = 0; row < frame.plane_height[plane]; row++)
-                fwrite(pixels + frame.plane_offset[plane] + (size_t)row * frame.plane_stride[plane], 1, frame.plane_width[plane], stdout);
+        if (frame->flags & STREAMRECV_FRAME_DISCONTINUITY)
+            fprintf(stderr, "consumer: discontinuity before frame %llu\n", (unsigned long long)frame->sequence);
+        if (hashing) {
+            printf("%llu %016llx\n", (unsigned long long)frame->sequence, (unsigned long long)hash);
+        } else {
+            for (uint32_t plane = 0; plane < frame->plane_count; plane++)
+                for (uint32_t row = 0; row < frame->plane_height[plane]; row++)
+                    fwrite(pixels + frame->plane_offset[plane] + (size_t)row * frame->plane_stride[plane], 1,
+                           frame->plane_width[plane], stdout);
+        }
         written++;
         next++;
     }
     copying = 0;
+    if (overtaken) fprintf(stderr, "consumer: %lu borrowed frame(s) overtaken by the writer, thrown away\n", overtaken);
     fflush(stdout);
     free(pixels);
     detach(&ring);

@@ -19,6 +19,13 @@ truncated under the reader cannot kill it with SIGBUS (only the futex word is ma
 fails harmlessly). When the daemon moves the stream to a new object (a larger format, damage, a restart with
 other settings), the reader opens the name again and goes on.
 
+Borrowed frames: `ring.frames(borrow=True)` (or `ring.read(n, borrow=True)`) yields frames whose planes are read
+where they lie in the ring, no copy: `numpy_planes()` are views of the slot. The writer never waits, so it may reuse
+the slot at any moment: a result computed from a borrowed frame counts only if `frame.still_valid()` says so
+afterwards (copy what you keep). Borrowing maps the whole object, so it is allowed only for an object owned by a
+trusted user (the daemon's `streamrecv`, root, yourself, or `trusted_uids`): only its owner can truncate it under
+the mapping, which would otherwise kill the reader with SIGBUS. It relies on x86-64 keeping loads in order.
+
 Command line: `python -m streamrecv NAME [--frames N] > frames.yuv` writes tightly packed planes, as the C example;
 it waits for a ring that is not there yet (`FrameRing.wait_for`). `streamrecv.to_rgb` / `to_bgr` convert a frame
 for OpenCV and numpy users (numpy needed; OpenCV used when installed).
@@ -29,58 +36,18 @@ import errno
 import mmap
 import os
 import platform
+import pwd
 import stat
 import struct
 import sys
 import time
 
-MAGIC = 0x3156434552545353
-ABI_VERSION = 1
-HEADER_SIZE = 4096
-SLOT_SIZE = 256
-MAX_PLANES = 4
-
-# Byte offsets, from docs/shm-abi.md (checked against the C header by test_streamrecv.py).
-HEADER = {
-    "magic": (0, "Q"), "abi_version": (8, "I"), "header_size": (12, "I"), "slot_size": (16, "I"),
-    "slot_count": (20, "I"), "slot_table_offset": (24, "Q"), "slot_data_offset": (32, "Q"),
-    "slot_data_stride": (40, "Q"), "slot_data_capacity": (48, "Q"), "total_size": (56, "Q"),
-    "max_width": (64, "I"), "max_height": (68, "I"), "writer_pid": (72, "I"), "stream_state": (76, "I"),
-    "writer_epoch": (80, "Q"), "generation": (88, "Q"), "latest_sequence": (96, "Q"), "wake_word": (104, "I"),
-    "pts_clock_rate": (108, "I"), "stream_name": (112, "64s"), "codec": (176, "16s"),
-    "bytes_received": (192, "Q"), "access_units": (200, "Q"), "frames_decoded": (208, "Q"),
-    "frames_published": (216, "Q"), "frames_dropped": (224, "Q"), "decode_errors": (232, "Q"),
-    "decoder_recreations": (240, "Q"), "connections": (248, "Q"), "source_status": (256, "128s"),
-}
-# The header fields above end here: what a reader reads of it in one go.
-HEADER_FIELDS_END = 384
-SLOT = {
-    "seqlock": (0, "Q"), "sequence": (8, "Q"), "generation": (16, "Q"), "pixel_format": (24, "I"),
-    "plane_count": (28, "I"), "width": (32, "I"), "height": (36, "I"), "bits_per_sample": (40, "I"),
-    "flags": (44, "I"), "plane_offset": (48, "4Q"), "plane_stride": (80, "4I"), "plane_width": (96, "4I"),
-    "plane_height": (112, "4I"), "data_size": (128, "Q"), "pts": (136, "q"), "time_first_byte_ns": (144, "Q"),
-    "time_au_complete_ns": (152, "Q"), "time_decoded_ns": (160, "Q"), "time_published_ns": (168, "Q"),
-    "sample_aspect_num": (176, "I"), "sample_aspect_den": (180, "I"), "color_range": (184, "B"),
-    "color_primaries": (185, "B"), "color_transfer": (186, "B"), "color_matrix": (187, "B"), "rotation": (188, "i"),
-    "visible_x": (192, "I"), "visible_y": (196, "I"), "visible_width": (200, "I"), "visible_height": (204, "I"),
-}
-
-STATES = {0: "starting", 1: "waiting", 2: "streaming", 3: "degraded", 4: "stopped", 5: "replaced"}
-PIXEL_FORMATS = {
-    1: "yuv420p", 2: "nv12", 3: "p010", 4: "yuv422p", 5: "yuv444p", 6: "gray", 7: "yuv420p10le", 8: "yuv422p10le",
-    9: "yuv444p10le", 10: "gray10le", 11: "yuv420p12le", 12: "yuv422p12le", 13: "yuv444p12le", 14: "gbrp",
-    15: "gbrp10le",
-}
-# Per pixel format: bytes per sample, chroma subsampling as (log2 horizontal, log2 vertical) or None for grey, and
-# whether chroma is one interleaved plane (as PixelFormat.planes in the daemon's FrameFormats module).
-PIXEL_LAYOUTS = {
-    1: (1, (1, 1), False), 2: (1, (1, 1), True), 3: (2, (1, 1), True), 4: (1, (1, 0), False),
-    5: (1, (0, 0), False), 6: (1, None, False), 7: (2, (1, 1), False), 8: (2, (1, 0), False), 9: (2, (0, 0), False),
-    10: (2, None, False), 11: (2, (1, 1), False), 12: (2, (1, 0), False), 13: (2, (0, 0), False),
-    14: (1, (0, 0), False), 15: (2, (0, 0), False),
-}
-FLAG_KEYFRAME, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_VFLIP = 1, 2, 4, 8, 16
-STATE_STOPPED, STATE_REPLACED = 4, 5
+from .layout import (  # noqa: F401  (the layout is part of this package's interface)
+    ABI_VERSION, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_KEYFRAME, FLAG_VFLIP, HEADER, HEADER_FIELDS_END,
+    HEADER_SIZE, MAGIC, MAX_PLANES, PIXEL_FORMATS, PIXEL_LAYOUTS, SLOT, SLOT_SIZE, STATE_REPLACED, STATE_STOPPED, STATES,
+    _check_header, _check_slot, _unpack, expected_planes,
+)
+from .frames import BorrowedFrame, Frame
 
 
 __version__ = "0.1.0"
@@ -96,77 +63,6 @@ class RingMissing(RingError):
 
 class _Shrunk(Exception):
     """The object became smaller than what was read from it."""
-
-
-def _unpack(fields, buffer, base, name):
-    offset, fmt = fields[name]
-    values = struct.unpack_from("<" + fmt, buffer, base + offset)
-    return values if len(values) > 1 else values[0]
-
-
-def _check_header(header, size):
-    """The ring's geometry if the header describes one inside `size` bytes (as streamrecv_shm_check_header)."""
-    if header["magic"] != MAGIC:
-        return None, "no magic (not a ring, or not initialised yet)"
-    if header["abi_version"] != ABI_VERSION:
-        return None, "ABI version %d" % header["abi_version"]
-    if header["header_size"] != HEADER_SIZE or header["slot_size"] != SLOT_SIZE:
-        return None, "unexpected header or slot size"
-    count, table, data = header["slot_count"], header["slot_table_offset"], header["slot_data_offset"]
-    stride, capacity, total = header["slot_data_stride"], header["slot_data_capacity"], header["total_size"]
-    if not 1 <= count <= 1 << 20:
-        return None, "slot count out of range"
-    if table < HEADER_SIZE or table % 64:
-        return None, "slot table offset out of range"
-    if capacity > stride:
-        return None, "slot capacity larger than its stride"
-    if table + count * SLOT_SIZE > data:
-        return None, "slot table overlaps the data"
-    if data + count * stride > total:
-        return None, "slot data beyond total_size"
-    if total > size:
-        return None, "total_size larger than the object"
-    return {"slot_count": count, "slot_table_offset": table, "slot_data_offset": data, "slot_data_stride": stride,
-            "slot_data_capacity": capacity}, None
-
-
-def _check_slot(slot, geometry):
-    """None when the planes of a copied slot lie inside its data (as streamrecv_shm_check_slot) and are the planes
-    its pixel format and picture size make (as the Swift reader's FrameLayout), else why not."""
-    count = slot["plane_count"]
-    if not 1 <= count <= MAX_PLANES:
-        return "plane count out of range"
-    if not (1 <= slot["width"] <= 65535 and 1 <= slot["height"] <= 65535):
-        return "picture size out of range"
-    if slot["data_size"] > geometry["slot_data_capacity"]:
-        return "data larger than the slot"
-    for plane in range(count):
-        rows, stride, width = slot["plane_height"][plane], slot["plane_stride"][plane], slot["plane_width"][plane]
-        if rows == 0 or width == 0 or width > stride:
-            return "plane rows out of range"
-        if slot["plane_offset"][plane] + stride * (rows - 1) + width > slot["data_size"]:
-            return "plane outside the data"
-    if slot["pixel_format"] not in PIXEL_FORMATS:
-        return "unknown pixel format"
-    # The planes must be the picture's: a slot claiming 65535x65535 with 64x48 planes is not a frame.
-    expected = expected_planes(slot["pixel_format"], slot["width"], slot["height"])
-    actual = [(slot["plane_width"][plane], slot["plane_height"][plane]) for plane in range(count)]
-    if actual != expected:
-        return "planes do not match the picture size (%dx%d %s)" % (
-            slot["width"], slot["height"], PIXEL_FORMATS[slot["pixel_format"]])
-    return None
-
-
-def expected_planes(pixel_format, width, height):
-    """(bytes per row, rows) of each plane of a `width` x `height` picture in `pixel_format` (an ABI number)."""
-    sample, shift, interleaved = PIXEL_LAYOUTS[pixel_format]
-    luma = (width * sample, height)
-    if shift is None:
-        return [luma]
-    chroma_width, chroma_height = (width + (1 << shift[0]) - 1) >> shift[0], (height + (1 << shift[1]) - 1) >> shift[1]
-    if interleaved:
-        return [luma, (2 * chroma_width * sample, chroma_height)]
-    return [luma, (chroma_width * sample, chroma_height), (chroma_width * sample, chroma_height)]
 
 
 class _Futex:
@@ -190,67 +86,23 @@ class _Futex:
                           ctypes.c_uint32(expected), spec, None, ctypes.c_int(0))
 
 
-class Frame:
-    """One frame copied out of the ring: its planes (`data`, at `plane_offset`/`plane_stride`) and metadata."""
-
-    def __init__(self, slot, data):
-        self.sequence = slot["sequence"]
-        self.generation = slot["generation"]
-        self.pixel_format = PIXEL_FORMATS.get(slot["pixel_format"], "unknown")
-        self.width, self.height = slot["width"], slot["height"]
-        self.bits_per_sample = slot["bits_per_sample"]
-        self.flags = slot["flags"]
-        self.pts = slot["pts"]
-        self.plane_count = slot["plane_count"]
-        self.plane_offset, self.plane_stride = slot["plane_offset"], slot["plane_stride"]
-        self.plane_width, self.plane_height = slot["plane_width"], slot["plane_height"]
-        self.rotation = slot["rotation"] / 65536 * 360
-        self.visible = (slot["visible_x"], slot["visible_y"], slot["visible_width"], slot["visible_height"])
-        # ISO/IEC 23091-2 code points as the slot carries them: range 1 limited, 2 full; matrix 1 BT.709,
-        # 5 and 6 BT.601, 9 BT.2020, 2 unspecified.
-        self.color_range, self.color_matrix = slot["color_range"], slot["color_matrix"]
-        self.times_ns = (slot["time_first_byte_ns"], slot["time_au_complete_ns"], slot["time_decoded_ns"],
-                         slot["time_published_ns"])
-        self.data = data
-
-    keyframe = property(lambda self: bool(self.flags & FLAG_KEYFRAME))
-    corrupt = property(lambda self: bool(self.flags & FLAG_CORRUPT))
-    discontinuity = property(lambda self: bool(self.flags & FLAG_DISCONTINUITY))
-
-    def plane(self, index):
-        """Plane `index` as bytes, rows without their padding."""
-        start, stride = self.plane_offset[index], self.plane_stride[index]
-        width, rows = self.plane_width[index], self.plane_height[index]
-        if stride == width:
-            return bytes(self.data[start:start + width * rows])
-        return b"".join(bytes(self.data[start + row * stride:start + row * stride + width]) for row in range(rows))
-
-    def packed(self):
-        """All planes, rows without padding: what `ffplay -f rawvideo -pix_fmt FORMAT -video_size WxH` plays."""
-        return b"".join(self.plane(index) for index in range(self.plane_count))
-
-    def numpy_planes(self):
-        """numpy views of the planes (no copy): uint8 or, for more than 8 bits per sample, uint16 arrays of
-        shape (rows, samples per row); NV12/P010's chroma plane is (rows, width/2, 2). Needs numpy."""
-        import numpy
-        dtype = numpy.uint16 if self.bits_per_sample > 8 else numpy.uint8
-        size = numpy.dtype(dtype).itemsize
-        planes = []
-        for index in range(self.plane_count):
-            samples = self.plane_width[index] // size
-            array = numpy.ndarray((self.plane_height[index], samples), dtype=dtype, buffer=self.data,
-                                  offset=self.plane_offset[index], strides=(self.plane_stride[index], size))
-            if index == 1 and self.pixel_format in ("nv12", "p010"):
-                array = array.reshape(self.plane_height[index], samples // 2, 2)
-            planes.append(array)
-        return planes
+def _trusted_owners(extra):
+    """Who may own an object this reader maps whole: only an object's owner can truncate it under a mapping."""
+    owners = {os.geteuid(), 0} | set(extra or ())
+    try:
+        owners.add(pwd.getpwnam("streamrecv").pw_uid)
+    except KeyError:
+        pass
+    return owners
 
 
 class FrameRing:
     """A read-only attachment to one stream's ring."""
 
-    def __init__(self, name=None, shm_name=None):
+    def __init__(self, name=None, shm_name=None, trusted_uids=None):
         self.shm_name = shm_name or "streamrecv-" + name
+        self._trusted_uids = trusted_uids
+        self._mapping = None
         self.path = "/dev/shm/" + self.shm_name
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.mmap.restype = ctypes.c_void_p
@@ -264,7 +116,7 @@ class FrameRing:
         self._attach()
 
     @classmethod
-    def wait_for(cls, name=None, shm_name=None, timeout=None, waiting=None):
+    def wait_for(cls, name=None, shm_name=None, timeout=None, waiting=None, trusted_uids=None):
         """Attaches once the ring exists. Consumers often start before the daemon has made it: socket activation
         starts the daemon at the first connection, and a restart with other settings makes a new object. Looks
         every 50 ms and calls `waiting()` (if given) once, when the first look finds nothing. Raises RingError at
@@ -274,7 +126,7 @@ class FrameRing:
         told = False
         while True:
             try:
-                return cls(name=name, shm_name=shm_name)
+                return cls(name=name, shm_name=shm_name, trusted_uids=trusted_uids)
             except RingMissing:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError("%s did not appear within %g s" % (
@@ -314,10 +166,13 @@ class FrameRing:
             raise
         self.close()
         self._fd, self._address, self._inode, self._geometry = descriptor, address, status.st_ino, geometry
+        self._owner = status.st_uid
         self.slot_count = geometry["slot_count"]
         self._wake_address = address + HEADER["wake_word"][0]
 
     def close(self):
+        # Borrowed frames still alive keep their mapping (they hold it); this reader lets go of it.
+        self._mapping = None
         if getattr(self, "_address", None) is not None:
             self._libc.munmap(self._address, HEADER_SIZE)
             self._address = None
@@ -364,10 +219,13 @@ class FrameRing:
         except OSError:
             return False
 
-    def read(self, sequence):
-        """Frame `sequence` if the ring still holds it: a Frame, None when not published yet (or torn 64 times in a
-        row, which only a forged ring does: try again later), or the int sequence of the oldest frame still held
-        when it was overwritten (lapped). Raises RingError on a damaged slot."""
+    def read(self, sequence, borrow=False):
+        """Frame `sequence` if the ring still holds it: a Frame (with `borrow`, a BorrowedFrame: no copy), None when
+        not published yet (or torn 64 times in a row, which only a forged ring does: try again later), or the int
+        sequence of the oldest frame still held when it was overwritten (lapped). Raises RingError on a damaged
+        slot, and on borrowing from an object no trusted user owns."""
+        if borrow:
+            return self._borrow(sequence)
         geometry = self._geometry
         count = geometry["slot_count"]
         index = (sequence - 1) % count
@@ -402,17 +260,71 @@ class FrameRing:
                     if problem:
                         raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
                     return Frame(slot, data)
-                # Newer: lapped (the writer only ever fills a slot with a frame up to latest, and the frame that
-                # overwrote this one is `count` later: anything else is a damaged or forged ring, which would
-                # otherwise send the reader back and round for ever). Older than latest says: this object began
-                # after that frame.
-                if slot["sequence"] > latest or (slot["sequence"] > sequence and latest - count + 1 <= sequence):
-                    raise RingError("%s: slot %d claims frame %d while the ring's latest is %d: not a valid ring"
-                                    % (self.path, index, slot["sequence"], latest))
-                return latest - count + 1 if slot["sequence"] > sequence else latest + 1
+                return self._moved_on(index, slot["sequence"], sequence, latest)
             return None
         except _Shrunk:
             raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
+
+    def _moved_on(self, index, held, sequence, latest):
+        """Where to read next when slot `index` holds frame `held` instead of `sequence`. Newer: lapped (the writer
+        only ever fills a slot with a frame up to latest, and the frame that overwrote this one is `count` later:
+        anything else is a damaged or forged ring, which would otherwise send the reader back and round for ever).
+        Older than latest says: this object began after that frame."""
+        count = self._geometry["slot_count"]
+        if held > latest or (held > sequence and latest - count + 1 <= sequence):
+            raise RingError("%s: slot %d claims frame %d while the ring's latest is %d: not a valid ring"
+                            % (self.path, index, held, latest))
+        return latest - count + 1 if held > sequence else latest + 1
+
+    def _map_whole(self):
+        """The whole object mapped read-only, for borrowing; refused unless a trusted user owns it."""
+        if self._mapping is None:
+            if platform.machine() not in ("x86_64", "AMD64"):
+                raise RingError("%s: borrowing frames needs x86-64 (its loads stay in order, which the seqlock check "
+                                "relies on from Python); read copies instead" % self.path)
+            if self._owner not in _trusted_owners(self._trusted_uids):
+                raise RingError("%s: owned by uid %d, not a trusted user: borrowing maps the whole object, which its "
+                                "owner could truncate under the reader (SIGBUS); pass trusted_uids, or read copies"
+                                % (self.path, self._owner))
+            self._mapping = mmap.mmap(self._fd, self._geometry["total_size"], mmap.MAP_SHARED, mmap.PROT_READ)
+        return self._mapping
+
+    def _header_word(self, name):
+        """One header field, through the mapping when there is one (no system call)."""
+        if self._mapping is None:
+            return self.header()[name]
+        return _unpack(HEADER, self._mapping, 0, name)
+
+    def _borrow(self, sequence):
+        """read(), but the frame's planes stay where they are: a BorrowedFrame over the slot."""
+        mapping = self._map_whole()
+        geometry = self._geometry
+        count = geometry["slot_count"]
+        index = (sequence - 1) % count
+        slot_base = geometry["slot_table_offset"] + index * SLOT_SIZE
+        data_base = geometry["slot_data_offset"] + index * geometry["slot_data_stride"]
+        for _ in range(64):
+            latest = _unpack(HEADER, mapping, 0, "latest_sequence")
+            if sequence > latest:
+                return None
+            if latest - sequence >= count:
+                return latest - count + 1
+            begin = struct.unpack_from("<Q", mapping, slot_base)[0]
+            if begin == 0:
+                return latest + 1
+            if begin & 1:
+                return sequence + 1 if sequence < latest else None
+            slot = {name: _unpack(SLOT, mapping, slot_base, name) for name in SLOT}
+            if struct.unpack_from("<Q", mapping, slot_base)[0] != begin:
+                continue  # torn: the writer was here meanwhile
+            if slot["sequence"] != sequence:
+                return self._moved_on(index, slot["sequence"], sequence, latest)
+            problem = _check_slot(slot, geometry)
+            if problem:
+                raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
+            data = memoryview(mapping)[data_base:data_base + slot["data_size"]]
+            return BorrowedFrame(slot, data, mapping, slot_base, begin)
+        return None
 
     def _follow(self, patience=2.0):
         """Opens the name again once it leads to a new object; False if none came within `patience` seconds."""
@@ -427,19 +339,22 @@ class FrameRing:
             time.sleep(0.01)
         return False
 
-    def frames(self, timeout=None, start=None):
+    def frames(self, timeout=None, start=None, borrow=False):
         """Yields frames from `start` (default: the next one published) on; ends when the daemon stops the
         stream or no frame arrives for `timeout` seconds. Follows the stream to a new object when the daemon
-        moves it (or the object is truncated and re-created)."""
+        moves it (or the object is truncated and re-created). With `borrow`, BorrowedFrames: check
+        `still_valid()` after using one."""
+        if borrow:
+            self._map_whole()  # refused at once, not after waiting for a replacement
         wanted = start if start is not None else self.latest_sequence + 1
         deadline = None if timeout is None else time.monotonic() + timeout
         laps = 0
         waits = 0
         while True:
             try:
-                seen = self.header()["wake_word"]
-                result = self.read(wanted)
-                state = self.header()["stream_state"] if result is None else None
+                seen = self._header_word("wake_word")
+                result = self.read(wanted, borrow)
+                state = self._header_word("stream_state") if result is None else None
             except RingError:
                 if self._follow():
                     continue
@@ -479,4 +394,4 @@ class FrameRing:
 
 from .color import to_bgr, to_rgb  # noqa: E402  (needs Frame above)
 
-__all__ = ["FrameRing", "Frame", "RingError", "RingMissing", "to_rgb", "to_bgr", "PIXEL_FORMATS"]
+__all__ = ["FrameRing", "Frame", "BorrowedFrame", "RingError", "RingMissing", "to_rgb", "to_bgr", "PIXEL_FORMATS"]

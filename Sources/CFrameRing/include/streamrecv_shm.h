@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -300,6 +301,85 @@ static inline const char *streamrecv_shm_check_slot(const struct streamrecv_shm_
             __builtin_add_overflow(end, width, &end) || end > copy->data_size) return "plane outside the data";
     }
     return NULL;
+}
+
+/* ---- Borrowing a frame: looking at its planes where they lie, without copying them out. ----
+ *
+ *   struct streamrecv_shm_borrowed frame;
+ *   if (streamrecv_shm_borrow(base, &geometry, sequence, &frame) == STREAMRECV_SHM_FRAME) {
+ *       ... read the planes at frame.pixels + frame.slot.plane_offset[i] ...
+ *       if (!streamrecv_shm_borrow_held(&frame)) ... the writer reused the slot meanwhile: discard the result ...
+ *   }
+ *
+ * The writer never waits for a reader, so it may overwrite the slot while it is borrowed: whatever was computed
+ * from the pixels counts only if streamrecv_shm_borrow_held says so afterwards (a seqlock read spanning the
+ * borrow). Borrow for as long as the work takes, not longer; copy what you keep. The slot's fields in `frame`
+ * are a checked copy and stay valid. */
+struct streamrecv_shm_borrowed {
+    struct streamrecv_shm_slot slot;          /* the slot's fields, copied and checked */
+    const uint8_t *pixels;                    /* slot.data_size bytes of planes, in the mapping */
+    const struct streamrecv_shm_slot *in_ring;
+    uint64_t begin;                           /* the seqlock when the fields were copied */
+};
+
+enum streamrecv_shm_read_result {
+    STREAMRECV_SHM_FRAME = 1,        /* the frame is borrowed (or copied) */
+    STREAMRECV_SHM_NOT_YET = 0,      /* not published yet, or still being written: wait on the futex */
+    STREAMRECV_SHM_LAPPED = -1,      /* overwritten, or older than this object: read from the oldest held */
+    STREAMRECV_SHM_OVERWRITING = -2, /* being overwritten now: the next frame is whole */
+    STREAMRECV_SHM_INVALID = -3,     /* the slot is not a valid frame (a damaged or forged ring) */
+};
+
+/* Borrows frame `sequence` of a ring mapped at `base` with validated `geometry`. A slot the writer tears while
+ * its fields are copied is tried again, up to 64 times (only a forged ring tears more: STREAMRECV_SHM_NOT_YET). */
+static inline int streamrecv_shm_borrow(const void *base, const struct streamrecv_shm_geometry *geometry,
+                                        uint64_t sequence, struct streamrecv_shm_borrowed *frame) {
+    const struct streamrecv_shm_header *header = (const struct streamrecv_shm_header *)base;
+    if (sequence == 0) return STREAMRECV_SHM_LAPPED;
+    uint32_t index = (uint32_t)((sequence - 1) % geometry->slot_count);
+    const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(base, geometry, index);
+    for (int torn = 0; torn < 64; torn++) {
+        uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
+        if (sequence > latest) return STREAMRECV_SHM_NOT_YET;
+        /* Never written while latest says the frame exists: this object began after it. */
+        if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return STREAMRECV_SHM_LAPPED;
+        uint64_t begin = streamrecv_shm_read_begin(slot);
+        /* The writer only ever fills a slot with frame latest + 1: a frame before latest is being overwritten;
+         * frame latest itself, wait for the writer's wake-up (or it died mid-write). */
+        if (begin == 0) return sequence < latest ? STREAMRECV_SHM_OVERWRITING : STREAMRECV_SHM_NOT_YET;
+        memcpy(&frame->slot, slot, sizeof frame->slot);
+        if (!streamrecv_shm_read_end(slot, begin)) continue;
+        if (frame->slot.sequence != sequence) return STREAMRECV_SHM_LAPPED;
+        if (streamrecv_shm_check_slot(&frame->slot, geometry) != NULL) return STREAMRECV_SHM_INVALID;
+        frame->pixels = streamrecv_shm_data_in(base, geometry, index);
+        frame->in_ring = slot;
+        frame->begin = begin;
+        return STREAMRECV_SHM_FRAME;
+    }
+    return STREAMRECV_SHM_NOT_YET;
+}
+
+/* Non-zero when the writer has not touched the borrowed slot since streamrecv_shm_borrow: everything read from
+ * `pixels` in between is the frame's. Ordered after those reads (an acquire fence). */
+static inline int streamrecv_shm_borrow_held(const struct streamrecv_shm_borrowed *frame) {
+    return streamrecv_shm_read_end(frame->in_ring, frame->begin);
+}
+
+/* Copies frame `sequence` out: its fields into `frame->slot` and its planes into `pixels` (at least
+ * geometry->slot_data_capacity bytes), retrying a copy the writer tore. Same results as streamrecv_shm_borrow;
+ * on STREAMRECV_SHM_FRAME, frame->pixels points at `pixels`. */
+static inline int streamrecv_shm_copy(const void *base, const struct streamrecv_shm_geometry *geometry,
+                                      uint64_t sequence, struct streamrecv_shm_borrowed *frame, uint8_t *pixels) {
+    for (int torn = 0; torn < 64; torn++) {
+        int result = streamrecv_shm_borrow(base, geometry, sequence, frame);
+        if (result != STREAMRECV_SHM_FRAME) return result;
+        memcpy(pixels, frame->pixels, frame->slot.data_size);
+        if (streamrecv_shm_borrow_held(frame)) {
+            frame->pixels = pixels;
+            return STREAMRECV_SHM_FRAME;
+        }
+    }
+    return STREAMRECV_SHM_NOT_YET;
 }
 
 /* ---- Writer helpers (used by streamrecvd; a reader never calls these). ---- */
