@@ -53,7 +53,7 @@ deps:
 
 ## check: the unit tests only (no daemon process, no packaging): did I break it? In about 15 s after a build.
 ## Needs what `make test` installs.
-UNIT_TEST_MODULES = BitstreamTests|DecodingTests|SharedFramesTests|PipelineTests|StreamrecvctlTests|MediaSecurityTests
+UNIT_TEST_MODULES = BitstreamTests|DecodingTests|SharedFramesTests|PipelineTests|StreamrecvctlTests|MediaSecurityTests|FrameFormatsTests
 check:
 	swift build --build-tests
 	swift test --skip-build --disable-xctest --filter "$(UNIT_TEST_MODULES)"

@@ -116,6 +116,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .testTarget(name: "FrameFormatsTests", dependencies: ["FrameFormats"]),
         .testTarget(name: "MediaSecurityTests", dependencies: ["MediaSecurity", "Bitstream"]),
         .testTarget(
             name: "SharedFramesTests",

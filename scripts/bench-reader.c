@@ -2,7 +2,7 @@
  * (streamrecv_shm_copy), `borrow` looks at it where it lies (streamrecv_shm_borrow, then
  * streamrecv_shm_borrow_held); both then "look" at the frame the same way (one byte of every luma row), so the
  * difference is the copy. Reads until FRAMES frames were read or lapped, or IDLE seconds pass without one;
- * prints "read R lapped L overtaken O" on standard output.
+ * prints "read R lapped L overtaken O cpu SECONDS" on standard output (CPU time from attaching on: the loop's own).
  *
  *   cc -std=gnu11 -O2 -I Sources/CFrameRing/include scripts/bench-reader.c -o bench-reader
  *   ./bench-reader copy|borrow SHM_NAME FRAMES [IDLE]
@@ -23,6 +23,12 @@
 static double now(void) {
     struct timespec time;
     clock_gettime(CLOCK_MONOTONIC, &time);
+    return (double)time.tv_sec + (double)time.tv_nsec / 1e9;
+}
+
+static double cpu_seconds(void) {
+    struct timespec time;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time);
     return (double)time.tv_sec + (double)time.tv_nsec / 1e9;
 }
 
@@ -66,6 +72,7 @@ int main(int argc, char **argv) {
     unsigned sink = 0;
     double last = now();
     fprintf(stderr, "bench-reader: attached\n");
+    double cpu_at_start = cpu_seconds();
     while (read + lapped < wanted && now() - last < idle) {
         if (streamrecv_shm_load_u32(&header->stream_state) == STREAMRECV_STATE_REPLACED) {
             if (attach(path, &base, &size, &geometry) != 0) return 1;
@@ -100,6 +107,6 @@ int main(int argc, char **argv) {
             next = oldest;
         }
     }
-    printf("read %ld lapped %ld overtaken %ld (%u)\n", read, lapped, overtaken, sink & 1);
+    printf("read %ld lapped %ld overtaken %ld cpu %.4f (%u)\n", read, lapped, overtaken, cpu_seconds() - cpu_at_start, sink & 1);
     return 0;
 }

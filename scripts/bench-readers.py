@@ -2,8 +2,9 @@
 """Throughput with a reader of every frame, copied or borrowed: a 1080p x264 stream sent over TCP on loopback as fast
 as the daemon takes it (two frame threads), once with no reader and once with each reader attached from the start;
 the daemon's frames per second (first byte sent → last frame published, from the ring) against
-`ffmpeg -threads 2 -i FILE -f null -` of the same file, and each reader's own CPU time per frame it read (its
-rusage), all in one run, best of RUNS. Readers:
+`ffmpeg -threads 2 -i FILE -f null -` of the same file, and each reader's own CPU time per frame it read (the C and
+Python readers time their loop from attaching on; cat, its whole process by rusage), all in one run, best of RUNS
+(the run with the daemon's best fps). Readers:
 
   C copy / C borrow      scripts/bench-reader.c: streamrecv_shm_copy, or streamrecv_shm_borrow + _held; both look
                          at one byte of every luma row, so the difference is the copy
@@ -30,10 +31,12 @@ spec.loader.exec_module(throughput)
 latency = throughput.latency
 
 PYTHON_READER = """
-import sys, streamrecv
+import sys, numpy, streamrecv
 name, frames, borrow = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "borrow"
 ring = streamrecv.FrameRing(shm_name=name)
 print("attached", file=sys.stderr, flush=True)
+import time
+start = time.process_time()
 read = held = 0
 for frame in ring.frames(timeout=3, borrow=borrow):
     planes = frame.numpy_planes()
@@ -41,7 +44,7 @@ for frame in ring.frames(timeout=3, borrow=borrow):
     read += 1
     if read + ring.lapped >= frames:
         break
-print("read %d lapped %d overtaken %d" % (held, ring.lapped, read - held))
+print("read %d lapped %d overtaken %d cpu %.4f" % (held, ring.lapped, read - held, time.process_time() - start))
 """
 
 
@@ -130,11 +133,15 @@ def main():
     print("input: %s, %d frames 1920x1080; threads = 2 (frame), slots = 8; best of %d; `ffmpeg -threads 2 -i FILE "
           "-f null -`: %.0f fps" % (args.stream, frames, args.runs, best["ffmpeg"]))
     print("")
-    print("| reader of every frame | daemon fps | ÷ ffmpeg -f null | reader CPU per frame read (ms) | reader said |")
+    print("| reader of every frame | daemon fps | ÷ ffmpeg -f null | reader CPU per frame read (ms) | reader said (cpu: its loop's seconds) |")
     print("|---|---|---|---|---|")
     for label, _ in readers:
         fps, cpu, said = best[label]
         read = int(said.split()[1]) if said.startswith("read ") else frames
+        # The C and Python readers measure their own loop (no start-up: interpreter, numpy import); cat's is the
+        # whole process (rusage).
+        if " cpu " in said:
+            cpu = float(said.split(" cpu ")[1].split()[0])
         print("| %s | %.0f | %.2f | %s | %s |" % (label, fps, fps / best["ffmpeg"],
                                                   "–" if not cpu else "%.3f" % (cpu * 1000 / max(read, 1)), said or "–"))
 

@@ -60,6 +60,11 @@ public enum PlanarConversion {
                 let start = chroma.offset + row * chroma.stride
                 let u = cursor + row * chromaSamples * sampleBytes
                 let v = u + planeBytes
+                if sampleBytes == 1 {
+                    deinterleave(source.baseAddress! + start, into: destination.baseAddress! + u, and: destination.baseAddress! + v,
+                                 count: chromaSamples)
+                    continue
+                }
                 for x in 0..<chromaSamples {
                     if sampleBytes == 1 {
                         destination[u + x] = source[start + 2 * x]
@@ -72,6 +77,23 @@ public enum PlanarConversion {
                     }
                 }
             }
+        }
+    }
+
+    /// Splits `count` interleaved byte pairs into two rows, 16 pairs at a time where they fit.
+    private static func deinterleave(_ source: UnsafeRawPointer, into first: UnsafeMutableRawPointer,
+                                     and second: UnsafeMutableRawPointer, count: Int) {
+        var x = 0
+        while x + 16 <= count {
+            let pairs = source.loadUnaligned(fromByteOffset: 2 * x, as: SIMD32<UInt8>.self)
+            first.storeBytes(of: pairs.evenHalf, toByteOffset: x, as: SIMD16<UInt8>.self)
+            second.storeBytes(of: pairs.oddHalf, toByteOffset: x, as: SIMD16<UInt8>.self)
+            x += 16
+        }
+        while x < count {
+            first.storeBytes(of: source.load(fromByteOffset: 2 * x, as: UInt8.self), toByteOffset: x, as: UInt8.self)
+            second.storeBytes(of: source.load(fromByteOffset: 2 * x + 1, as: UInt8.self), toByteOffset: x, as: UInt8.self)
+            x += 1
         }
     }
 

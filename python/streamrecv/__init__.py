@@ -45,7 +45,7 @@ import time
 from .layout import (  # noqa: F401  (the layout is part of this package's interface)
     ABI_VERSION, FLAG_CORRUPT, FLAG_DISCONTINUITY, FLAG_HFLIP, FLAG_KEYFRAME, FLAG_VFLIP, HEADER, HEADER_FIELDS_END,
     HEADER_SIZE, MAGIC, MAX_PLANES, PIXEL_FORMATS, PIXEL_LAYOUTS, SLOT, SLOT_SIZE, STATE_REPLACED, STATE_STOPPED, STATES,
-    _check_header, _check_slot, _unpack, expected_planes,
+    _check_header, _check_slot, _unpack, _unpack_all, expected_planes,
 )
 from .frames import BorrowedFrame, Frame
 
@@ -194,7 +194,7 @@ class FrameRing:
 
     @staticmethod
     def _parse_header(raw):
-        values = {name: _unpack(HEADER, raw, 0, name) for name in HEADER}
+        values = _unpack_all(HEADER, raw, 0)
         for key in ("stream_name", "codec", "source_status"):
             values[key] = values[key].split(b"\0", 1)[0].decode("utf-8", "replace")
         values["state"] = STATES.get(values["stream_state"], "unknown")
@@ -247,7 +247,7 @@ class FrameRing:
                     # (one slot, or a writer that died mid-write).
                     return sequence + 1 if sequence < latest else None
                 raw = self._pread(SLOT_SIZE, slot_base)
-                slot = {name: _unpack(SLOT, raw, 0, name) for name in SLOT}
+                slot = _unpack_all(SLOT, raw, 0)
                 problem = _check_slot(slot, geometry) if slot["sequence"] == sequence else None
                 data = None
                 if slot["sequence"] == sequence and problem is None:
@@ -314,7 +314,7 @@ class FrameRing:
                 return latest + 1
             if begin & 1:
                 return sequence + 1 if sequence < latest else None
-            slot = {name: _unpack(SLOT, mapping, slot_base, name) for name in SLOT}
+            slot = _unpack_all(SLOT, mapping, slot_base)
             if struct.unpack_from("<Q", mapping, slot_base)[0] != begin:
                 continue  # torn: the writer was here meanwhile
             if slot["sequence"] != sequence:
@@ -350,6 +350,7 @@ class FrameRing:
         deadline = None if timeout is None else time.monotonic() + timeout
         laps = 0
         waits = 0
+        looked_at = 0.0
         while True:
             try:
                 seen = self._header_word("wake_word")
@@ -376,7 +377,12 @@ class FrameRing:
                     if deadline is not None and time.monotonic() >= deadline:
                         return
                 continue
-            if (state == STATE_REPLACED or self.replaced()) and self._follow():
+            # The name is looked up at most every 50 ms (a stat(2) a wait would be most of a borrowing reader's
+            # cost): a header that says nothing is what a truncated object's looks like.
+            now = time.monotonic()
+            looked = state == STATE_REPLACED or now - looked_at >= 0.05
+            looked_at = now if looked else looked_at
+            if looked and (state == STATE_REPLACED or self.replaced()) and self._follow():
                 continue
             if state == STATE_STOPPED:
                 return

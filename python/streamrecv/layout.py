@@ -1,6 +1,7 @@
 """The ring's layout as docs/shm-abi.md and streamrecv_shm.h give it, and the checks a reader makes of what it reads:
 nothing in the object is trusted (anyone can create one under /dev/shm)."""
 
+import functools
 import struct
 
 MAGIC = 0x3156434552545353
@@ -58,6 +59,35 @@ def _unpack(fields, buffer, base, name):
     return values if len(values) > 1 else values[0]
 
 
+def _compile(fields):
+    """One struct.Struct reading every field of `fields` at its offset (padding between), and how to regroup its
+    values into fields: one unpack_from call a slot instead of one a field."""
+    fmt, position, groups = "<", 0, []
+    for name, (offset, code) in sorted(fields.items(), key=lambda item: item[1][0]):
+        fmt += "%dx" % (offset - position) if offset > position else ""
+        fmt += code
+        position = offset + struct.calcsize("<" + code)
+        groups.append((name, len(struct.unpack("<" + code, bytes(struct.calcsize("<" + code))))))
+    return struct.Struct(fmt), groups
+
+
+_COMPILED = {}
+
+
+def _unpack_all(fields, buffer, base):
+    """Every field of `fields` (HEADER or SLOT) at `base` of `buffer`, as a dict (arrays as tuples)."""
+    key = id(fields)
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile(fields)
+    compiled, groups = _COMPILED[key]
+    values = compiled.unpack_from(buffer, base)
+    result, index = {}, 0
+    for name, count in groups:
+        result[name] = values[index] if count == 1 else values[index:index + count]
+        index += count
+    return result
+
+
 def _check_header(header, size):
     """The ring's geometry if the header describes one inside `size` bytes (as streamrecv_shm_check_header)."""
     if header["magic"] != MAGIC:
@@ -103,12 +133,18 @@ def _check_slot(slot, geometry):
     if slot["pixel_format"] not in PIXEL_FORMATS:
         return "unknown pixel format"
     # The planes must be the picture's: a slot claiming 65535x65535 with 64x48 planes is not a frame.
-    expected = expected_planes(slot["pixel_format"], slot["width"], slot["height"])
+    expected = _expected_planes(slot["pixel_format"], slot["width"], slot["height"])
     actual = [(slot["plane_width"][plane], slot["plane_height"][plane]) for plane in range(count)]
     if actual != expected:
         return "planes do not match the picture size (%dx%d %s)" % (
             slot["width"], slot["height"], PIXEL_FORMATS[slot["pixel_format"]])
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _expected_planes(pixel_format, width, height):
+    """expected_planes, remembered (a stream keeps its format for many frames)."""
+    return expected_planes(pixel_format, width, height)
 
 
 def expected_planes(pixel_format, width, height):
