@@ -247,6 +247,31 @@ class BorrowedFrameTest(unittest.TestCase):
         with streamrecv.FrameRing(shm_name=self.ring.name, trusted_uids=[65534]) as reader:
             self.assertTrue(reader.read(1, borrow=True).still_valid())
 
+    def test_an_object_others_could_shrink_is_not_mapped(self):
+        # Found by attacking the reader: write permission for a group, or a second name made by someone who can
+        # write a trusted object, lets them truncate it under a borrowing reader (SIGBUS) whoever owns it.
+        self.ring.publish(1, 10)
+        os.chmod(self.ring.path, 0o660)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            with self.assertRaises(streamrecv.RingError) as caught:
+                reader.read(1, borrow=True)
+            self.assertIn("writable by its group or others (mode 0660)", str(caught.exception))
+        os.chmod(self.ring.path, 0o644)
+        link = self.ring.path + "-link"
+        os.link(self.ring.path, link)
+        try:
+            with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+                with self.assertRaises(streamrecv.RingError) as caught:
+                    reader.read(1, borrow=True)
+                self.assertIn("2 names (hard links)", str(caught.exception))
+        finally:
+            os.unlink(link)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            os.truncate(self.ring.path, streamrecv.HEADER_SIZE)  # after attaching, before the first borrow
+            with self.assertRaises(streamrecv.RingError) as caught:
+                reader.read(1, borrow=True)
+            self.assertIn("it shrank", str(caught.exception))
+
     def test_no_overtaken_borrow_is_ever_valid(self):
         # A writer thread rewrites both slots as fast as it can while frames are borrowed and looked at: every
         # frame still valid afterwards saw its own bytes, and some were overtaken.
@@ -328,6 +353,63 @@ class UntrustedRingTest(unittest.TestCase):
                 for _ in reader.frames(timeout=2, start=10):
                     pass
             self.assertIn("not a valid ring", str(caught.exception))
+
+    def test_bits_per_sample_must_be_the_formats(self):
+        # numpy views take their sample type from it: 16 bits in an 8-bit format made numpy_planes() raise
+        # ValueError instead of the reader refusing the slot.
+        self.ring.publish(1, 10)
+        self.ring.put(streamrecv.SLOT, self.ring.slot_table, bits_per_sample=16)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            for borrow in (False, True):
+                with self.assertRaises(streamrecv.RingError) as caught:
+                    reader.read(1, borrow=borrow)
+                self.assertIn("16 bits per sample in yuv420p", str(caught.exception))
+
+    def test_a_reader_that_stalled_after_reading_latest_is_lapped_not_refused(self):
+        # A reader paused between reading latest and the slot finds a frame newer than the latest it read: the
+        # writer went on meanwhile. It was taken for a forged ring ("not a valid ring") after a 100 ms stall.
+        for sequence in range(1, 6):
+            self.ring.publish(sequence, sequence * 10)  # slot 0 holds 5, slot 1 holds 4
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            real, calls = reader.header, [0]
+
+            def stale():
+                calls[0] += 1
+                values = real()
+                if calls[0] == 1:
+                    values["latest_sequence"] = 2
+                return values
+
+            reader.header = stale
+            self.assertEqual(reader.read(1), 4, "lapped to the oldest frame slot 0's frame 5 leaves")
+
+    def test_a_name_replaced_again_and_again_keeps_the_deadline(self):
+        # Someone who owns the name renames a new object over it every 0.2 s, each saying "replaced": the reader
+        # followed each one for ever, whatever its timeout.
+        self.ring.publish(1, 10)
+        stop = threading.Event()
+
+        def replace():
+            number = 0
+            while not stop.wait(0.2):
+                number += 1
+                planted = HandMadeRing("-planted%d" % number)
+                planted.put(streamrecv.HEADER, 0, stream_state=streamrecv.STATE_REPLACED)
+                os.rename(planted.path, self.ring.path)
+                planted.map.close()
+                planted.file.close()
+
+        replacer = threading.Thread(target=replace)
+        with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
+            self.ring.put(streamrecv.HEADER, 0, stream_state=streamrecv.STATE_REPLACED)
+            replacer.start()
+            try:
+                began = time.monotonic()
+                self.assertEqual(list(reader.frames(timeout=1, start=2)), [])
+                self.assertLess(time.monotonic() - began, 3.5)
+            finally:
+                stop.set()
+                replacer.join()
 
     def test_a_slot_whose_planes_are_not_its_picture_is_refused(self):
         """Each lie about a slot's planes, one at a time, on a good 4x2 yuv420p frame: a RingError naming it."""

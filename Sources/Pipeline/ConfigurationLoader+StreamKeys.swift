@@ -101,8 +101,10 @@ extension ConfigurationLoader {
             stream.shmName = shmName
         }
         if let mode = try entry.string("shm_mode") {
-            guard let value = mode_t(mode, radix: 8), value <= 0o666 else {
-                throw entry.error("shm_mode", "shm_mode must be an octal mode string such as \"0640\" (no execute bits)")
+            // Readers map the ring read-only: write permission for anyone but the daemon would only let them
+            // forge frames, or truncate the object under readers that look at frames where they lie.
+            guard let value = mode_t(mode, radix: 8), value & ~0o644 == 0, value & 0o600 == 0o600 else {
+                throw entry.error("shm_mode", "shm_mode must be an octal mode string such as \"0640\": read and write for the daemon, read at most for group and others (readers never write; a group that may write could forge frames), no execute bits")
             }
             stream.shmMode = value
         }

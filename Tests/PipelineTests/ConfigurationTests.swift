@@ -30,7 +30,7 @@ import Testing
             max_width = 1920
             max_height = 1080
             shm_name = "cams-1"
-            shm_mode = "0660"
+            shm_mode = "0640"
             second_sender = "takeover"
             idle_timeout = 2.5
             decoder_linger = 0
@@ -49,7 +49,7 @@ import Testing
         #expect(first.listen.host == "::1" && first.listen.port == 6000)
         #expect(first.codec == .h265 && first.decoder.hardware == .none && first.decoder.output == .native)
         #expect(first.slots == 16 && first.maxWidth == 1920 && first.maxHeight == 1080)
-        #expect(first.shmName == "cams-1" && first.shmMode == 0o660 && first.secondSender == .takeover)
+        #expect(first.shmName == "cams-1" && first.shmMode == 0o640 && first.secondSender == .takeover)
         #expect(first.idleTimeout == 2.5 && first.decoder.threads == 2 && first.decoder.threading == .frame)
         #expect(first.maxAccessUnitBytes == 8 << 20)
         #expect(first.decoderLinger == 0 && configuration.streams[1].decoderLinger == 30)
@@ -218,6 +218,10 @@ import Testing
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:2\"\n", 5, "used twice"),
         ("[daemon]\nlog_level = \"loud\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "log_level"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0777\"\n", 4, "shm_mode"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0660\"\n", 4, "a group that may write could forge frames"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0646\"\n", 4, "read at most for group and others"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0540\"\n", 4, "no execute bits"),
+        ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nshm_mode = \"0440\"\n", 4, "read and write for the daemon"),
         ("[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\nslots = \n", 4, "expected value"),
         ("[daemon]\n", nil, "no [[stream]]"),
         ("[daemon]\nmetrics = \"localhost\"\n[[stream]]\nname = \"a\"\nlisten = \"tcp://127.0.0.1:1\"\n", 2, "metrics must look like"),

@@ -123,10 +123,23 @@ static uint64_t hash_planes(const struct streamrecv_shm_slot *slot, const uint8_
     return hash;
 }
 
+/* The header's latest frame, 0 if the object was truncated under us before it could be read (reading from the
+ * oldest frame held then is what following the stream does anyway). */
+static uint64_t latest_of(const struct ring *ring) {
+    volatile uint64_t latest = 0; /* volatile: read after a siglongjmp */
+    copying = 1;
+    if (sigsetjmp(bus_error, 1) == 0) latest = streamrecv_shm_load_u64(&((const struct streamrecv_shm_header *)ring->base)->latest_sequence);
+    copying = 0;
+    return latest;
+}
+
 /* The stream moved to a new object (or this one was truncated): map what the name leads to now, once it is a
  * different object. Frames and sequence numbers go on there. */
-static int follow(const char *name, struct ring *ring) {
-    for (int tries = 0; tries < 1000; tries++) {
+static int follow(const char *name, struct ring *ring, double patience) {
+    /* 10 s at most, and never past the consumer's own timeout (an object replaced again and again by whoever owns
+     * the name must not keep it). */
+    int most = patience < 10 ? (int)(patience * 100) + 1 : 1000;
+    for (int tries = 0; tries < most; tries++) {
         struct ring moved = { 0 };
         if (attach(name, &moved, 1) == 0) {
             if (moved.inode != ring->inode) {
@@ -170,7 +183,7 @@ int main(int argc, char **argv) {
     const struct streamrecv_shm_slot *frame = &borrowed.slot;
     unsigned long overtaken = 0; /* borrows the writer overtook (--hash) */
     const struct streamrecv_shm_header *header = ring.base;
-    uint64_t next = streamrecv_shm_load_u64(&header->latest_sequence) + 1; /* start with the next frame */
+    uint64_t next = latest_of(&ring) + 1; /* start with the next frame */
     fprintf(stderr, "consumer: attached to %s (%u slots), starting at frame %llu\n",
             stream_name, ring.geometry.slot_count, (unsigned long long)next);
     long written = 0;
@@ -191,7 +204,7 @@ int main(int argc, char **argv) {
         /* Every access to the mapping below may hit a truncated object: it then lands here. */
         if (sigsetjmp(bus_error, 1) != 0) {
             copying = 0;
-            if (follow(stream_name, &ring) != 0) return 1;
+            if (follow(stream_name, &ring, timeout - (monotonic_seconds() - last_frame)) != 0) return 1;
             continue;
         }
         copying = 1;
@@ -210,7 +223,7 @@ int main(int argc, char **argv) {
             uint32_t state = streamrecv_shm_load_u32(&header->stream_state);
             if (state == STREAMRECV_STATE_REPLACED || replaced(stream_name, &ring)) {
                 copying = 0;
-                if (follow(stream_name, &ring) != 0) return 1;
+                if (follow(stream_name, &ring, timeout - (monotonic_seconds() - last_frame)) != 0) return 1;
                 continue;
             }
             if (state == STREAMRECV_STATE_STOPPED) { fprintf(stderr, "consumer: stream stopped\n"); break; }

@@ -260,33 +260,49 @@ class FrameRing:
                     if problem:
                         raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
                     return Frame(slot, data)
-                return self._moved_on(index, slot["sequence"], sequence, latest)
+                return self._moved_on(index, slot["sequence"], sequence, self.header()["latest_sequence"])
             return None
         except _Shrunk:
             raise RingError("%s: the object shrank (truncated by someone)" % self.path) from None
 
     def _moved_on(self, index, held, sequence, latest):
-        """Where to read next when slot `index` holds frame `held` instead of `sequence`. Newer: lapped (the writer
-        only ever fills a slot with a frame up to latest, and the frame that overwrote this one is `count` later:
-        anything else is a damaged or forged ring, which would otherwise send the reader back and round for ever).
-        Older than latest says: this object began after that frame."""
+        """Where to read next when slot `index` holds frame `held` instead of `sequence`; `latest` read after the
+        slot. Newer: lapped, to the oldest frame the slot's own frame leaves held (the frame that overwrote this one
+        is `count` later). Older: this object began after that frame. A real writer publishes latest = H - 1
+        before it writes frame H, so a slot ahead of latest + 1, or a newer frame that cannot be in this slot, is a
+        damaged or forged ring, which would otherwise send the reader back and round for ever."""
         count = self._geometry["slot_count"]
-        if held > latest or (held > sequence and latest - count + 1 <= sequence):
+        if held > latest + 1 or (held > sequence and held - count + 1 <= sequence):
             raise RingError("%s: slot %d claims frame %d while the ring's latest is %d: not a valid ring"
                             % (self.path, index, held, latest))
-        return latest - count + 1 if held > sequence else latest + 1
+        return held - count + 1 if held > sequence else latest + 1
 
     def _map_whole(self):
-        """The whole object mapped read-only, for borrowing; refused unless a trusted user owns it."""
+        """The whole object mapped read-only, for borrowing. Refused unless nobody but a trusted owner can shrink it
+        under the mapping (SIGBUS): a trusted owner, no write permission for group or others, one name (a hard link
+        made by someone who can write a trusted object is theirs to truncate), and all of it there."""
         if self._mapping is None:
             if platform.machine() not in ("x86_64", "AMD64"):
                 raise RingError("%s: borrowing frames needs x86-64 (its loads stay in order, which the seqlock check "
                                 "relies on from Python); read copies instead" % self.path)
-            if self._owner not in _trusted_owners(self._trusted_uids):
-                raise RingError("%s: owned by uid %d, not a trusted user: borrowing maps the whole object, which its "
-                                "owner could truncate under the reader (SIGBUS); pass trusted_uids, or read copies"
-                                % (self.path, self._owner))
-            self._mapping = mmap.mmap(self._fd, self._geometry["total_size"], mmap.MAP_SHARED, mmap.PROT_READ)
+            status = os.fstat(self._fd)
+            if status.st_uid not in _trusted_owners(self._trusted_uids):
+                problem = "owned by uid %d, not a trusted user" % status.st_uid
+            elif status.st_mode & 0o022:
+                problem = "writable by its group or others (mode %04o)" % (status.st_mode & 0o7777)
+            elif status.st_nlink != 1:
+                problem = "it has %d names (hard links)" % status.st_nlink
+            elif status.st_size < self._geometry["total_size"]:
+                problem = "it shrank"
+            else:
+                problem = None
+            if problem:
+                raise RingError("%s: %s: borrowing maps the whole object, which could be truncated under the reader "
+                                "(SIGBUS); read copies, or pass trusted_uids for an owner you trust" % (self.path, problem))
+            try:
+                self._mapping = mmap.mmap(self._fd, self._geometry["total_size"], mmap.MAP_SHARED, mmap.PROT_READ)
+            except (ValueError, OSError) as error:
+                raise RingError("%s: cannot map it for borrowing: %s" % (self.path, error)) from None
         return self._mapping
 
     def _header_word(self, name):
@@ -318,7 +334,7 @@ class FrameRing:
             if struct.unpack_from("<Q", mapping, slot_base)[0] != begin:
                 continue  # torn: the writer was here meanwhile
             if slot["sequence"] != sequence:
-                return self._moved_on(index, slot["sequence"], sequence, latest)
+                return self._moved_on(index, slot["sequence"], sequence, _unpack(HEADER, mapping, 0, "latest_sequence"))
             problem = _check_slot(slot, geometry)
             if problem:
                 raise RingError("%s: frame %d is not a valid frame: %s" % (self.path, sequence, problem))
@@ -339,6 +355,11 @@ class FrameRing:
             time.sleep(0.01)
         return False
 
+    @staticmethod
+    def _patience(deadline):
+        """How long to wait for a replacement object: 2 s, and never past the reader's deadline."""
+        return 2.0 if deadline is None else max(0.0, min(2.0, deadline - time.monotonic()))
+
     def frames(self, timeout=None, start=None, borrow=False):
         """Yields frames from `start` (default: the next one published) on; ends when the daemon stops the
         stream or no frame arrives for `timeout` seconds. Follows the stream to a new object when the daemon
@@ -357,7 +378,11 @@ class FrameRing:
                 result = self.read(wanted, borrow)
                 state = self._header_word("stream_state") if result is None else None
             except RingError:
-                if self._follow():
+                # The deadline holds across moves too: an object replaced again and again (by someone who owns the
+                # name) must not keep the reader for ever.
+                if self._follow(self._patience(deadline)):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return
                     continue
                 raise
             if isinstance(result, Frame):
@@ -382,7 +407,9 @@ class FrameRing:
             now = time.monotonic()
             looked = state == STATE_REPLACED or now - looked_at >= 0.05
             looked_at = now if looked else looked_at
-            if looked and (state == STATE_REPLACED or self.replaced()) and self._follow():
+            if looked and (state == STATE_REPLACED or self.replaced()) and self._follow(self._patience(deadline)):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
                 continue
             if state == STATE_STOPPED:
                 return

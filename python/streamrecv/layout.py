@@ -132,6 +132,9 @@ def _check_slot(slot, geometry):
             return "plane outside the data"
     if slot["pixel_format"] not in PIXEL_FORMATS:
         return "unknown pixel format"
+    # numpy views take their sample type from bits_per_sample: it must be the format's.
+    if slot["bits_per_sample"] not in ((8,) if PIXEL_LAYOUTS[slot["pixel_format"]][0] == 1 else (10, 12, 16)):
+        return "%d bits per sample in %s" % (slot["bits_per_sample"], PIXEL_FORMATS[slot["pixel_format"]])
     # The planes must be the picture's: a slot claiming 65535x65535 with 64x48 planes is not a frame.
     expected = _expected_planes(slot["pixel_format"], slot["width"], slot["height"])
     actual = [(slot["plane_width"][plane], slot["plane_height"][plane]) for plane in range(count)]
