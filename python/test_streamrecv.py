@@ -283,14 +283,15 @@ class BorrowedFrameTest(unittest.TestCase):
             while not stop.is_set():
                 sequence += 1
                 self.ring.publish(sequence, sequence % 200)
+                time.sleep(0)  # hand the GIL over: the reader must get whole frames as well as overtaken ones
 
         writer = threading.Thread(target=write)
         writer.start()
         held = overtaken = torn = 0
         try:
             with streamrecv.FrameRing(shm_name=self.ring.name) as reader:
-                deadline = time.monotonic() + 3
-                while time.monotonic() < deadline and (held < 200 or overtaken < 5):
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline and (held < 100 or overtaken < 5):
                     frame = reader.read(reader.latest_sequence, borrow=True)
                     if not isinstance(frame, streamrecv.BorrowedFrame):
                         continue

@@ -2,6 +2,7 @@
 nothing in the object is trusted (anyone can create one under /dev/shm)."""
 
 import functools
+import operator
 import struct
 
 MAGIC = 0x3156434552545353
@@ -61,14 +62,20 @@ def _unpack(fields, buffer, base, name):
 
 def _compile(fields):
     """One struct.Struct reading every field of `fields` at its offset (padding between), and how to regroup its
-    values into fields: one unpack_from call a slot instead of one a field."""
-    fmt, position, groups = "<", 0, []
+    values into fields: one unpack_from call a slot instead of one a field, its scalars picked out in C."""
+    fmt, position, scalars, arrays, index = "<", 0, [], [], 0
     for name, (offset, code) in sorted(fields.items(), key=lambda item: item[1][0]):
         fmt += "%dx" % (offset - position) if offset > position else ""
         fmt += code
-        position = offset + struct.calcsize("<" + code)
-        groups.append((name, len(struct.unpack("<" + code, bytes(struct.calcsize("<" + code))))))
-    return struct.Struct(fmt), groups
+        size = struct.calcsize("<" + code)
+        position = offset + size
+        count = len(struct.unpack("<" + code, bytes(size)))
+        if count == 1:
+            scalars.append((name, index))
+        else:
+            arrays.append((name, index, index + count))
+        index += count
+    return struct.Struct(fmt), [name for name, _ in scalars], operator.itemgetter(*[at for _, at in scalars]), arrays
 
 
 _COMPILED = {}
@@ -79,12 +86,11 @@ def _unpack_all(fields, buffer, base):
     key = id(fields)
     if key not in _COMPILED:
         _COMPILED[key] = _compile(fields)
-    compiled, groups = _COMPILED[key]
+    compiled, names, pick, arrays = _COMPILED[key]
     values = compiled.unpack_from(buffer, base)
-    result, index = {}, 0
-    for name, count in groups:
-        result[name] = values[index] if count == 1 else values[index:index + count]
-        index += count
+    result = dict(zip(names, pick(values)))
+    for name, first, end in arrays:
+        result[name] = values[first:end]
     return result
 
 
