@@ -66,15 +66,10 @@ public enum PlanarConversion {
                     continue
                 }
                 for x in 0..<chromaSamples {
-                    if sampleBytes == 1 {
-                        destination[u + x] = source[start + 2 * x]
-                        destination[v + x] = source[start + 2 * x + 1]
-                    } else {
-                        let uValue = source.loadUnaligned(fromByteOffset: start + 4 * x, as: UInt16.self) >> 6
-                        let vValue = source.loadUnaligned(fromByteOffset: start + 4 * x + 2, as: UInt16.self) >> 6
-                        destination.storeBytes(of: uValue, toByteOffset: u + 2 * x, as: UInt16.self)
-                        destination.storeBytes(of: vValue, toByteOffset: v + 2 * x, as: UInt16.self)
-                    }
+                    let uValue = source.loadUnaligned(fromByteOffset: start + 4 * x, as: UInt16.self) >> 6
+                    let vValue = source.loadUnaligned(fromByteOffset: start + 4 * x + 2, as: UInt16.self) >> 6
+                    destination.storeBytes(of: uValue, toByteOffset: u + 2 * x, as: UInt16.self)
+                    destination.storeBytes(of: vValue, toByteOffset: v + 2 * x, as: UInt16.self)
                 }
             }
         }
