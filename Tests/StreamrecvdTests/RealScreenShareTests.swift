@@ -46,10 +46,11 @@ struct RealScreenShareTests {
         let clickToFrame = Double(first - clicked) / 1e6
         #expect(clickToFrame < 2000, "click → first frame \(clickToFrame) ms")
         // No frozen start: the build before had gaps of 2.3 to 2.6 s in the first seconds (a second without a
-        // frame); this one 0.08 to 0.33 s, 0.8 s once beside an attack on the same 2 cores.
+        // frame); this one 0.08 to 0.33 s alone, 0.8 s once beside an attack on the same 2 cores, and 1.57 s once in
+        // a full parallel run where this test took 209 s instead of 26 (the click → first frame then 1.66 s).
         let perSecond = result["frames_per_second"] as? [Int] ?? []
         let gap = result["longest_gap_ms"] as? Double ?? .infinity
-        #expect(perSecond.count >= 12 && gap < 1500, "longest gap \(gap) ms; frames per second: \(perSecond)")
+        #expect(perSecond.count >= 12 && gap < 2000, "longest gap \(gap) ms; frames per second: \(perSecond)")
         // The document: luma PSNR against the screen as x11grab saw it (38.4 dB median measured).
         let document = (result["psnr_y_document"] as? [Double] ?? []).sorted()
         try #require(document.count >= 6, "\(result["grabbed"] ?? 0) frames grabbed; \(document)")

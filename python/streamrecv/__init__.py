@@ -14,7 +14,7 @@ Waiting uses the header's futex (through ctypes), so an idle reader costs nothin
 
 Nothing in the object is trusted (anyone can create one under /dev/shm): the header's geometry is checked once
 against the object's size and only the checked values are used, every slot is checked before its planes are, and
-anything inconsistent raises RingError. Everything is read with pread(2), never through a mapping, so an object
+anything inconsistent raises RingError. Copies are read with pread(2), never through a mapping, so an object
 truncated under the reader cannot kill it with SIGBUS (only the futex word is mapped: a futex on a vanished page
 fails harmlessly). When the daemon moves the stream to a new object (a larger format, damage, a restart with
 other settings), the reader opens the name again and goes on.
@@ -22,9 +22,10 @@ other settings), the reader opens the name again and goes on.
 Borrowed frames: `ring.frames(borrow=True)` (or `ring.read(n, borrow=True)`) yields frames whose planes are read
 where they lie in the ring, no copy: `numpy_planes()` are views of the slot. The writer never waits, so it may reuse
 the slot at any moment: a result computed from a borrowed frame counts only if `frame.still_valid()` says so
-afterwards (copy what you keep). Borrowing maps the whole object, so it is allowed only for an object owned by a
-trusted user (the daemon's `streamrecv`, root, yourself, or `trusted_uids`): only its owner can truncate it under
-the mapping, which would otherwise kill the reader with SIGBUS. It relies on x86-64 keeping loads in order.
+afterwards (copy what you keep). Borrowing maps the whole object, so it is allowed only when nobody else can
+truncate it under the mapping (which would kill the reader with SIGBUS): an owner that is trusted (the daemon's
+`streamrecv`, root, yourself, or `trusted_uids`), no write permission for group or others, one name, all of it
+there. It relies on x86-64 keeping loads in order.
 
 Command line: `python -m streamrecv NAME [--frames N] > frames.yuv` writes tightly packed planes, as the C example;
 it waits for a ring that is not there yet (`FrameRing.wait_for`). `streamrecv.to_rgb` / `to_bgr` convert a frame
