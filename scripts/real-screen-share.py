@@ -293,6 +293,9 @@ def main():
         "first_frame_ns": times[0] if times else None,
         "frames": len(frames), "sizes": sorted({f"{w}x{h}" for _, w, h, _, _ in frames}),
         "corrupt": sum(1 for frame in frames if frame[3] & streamrecv.FLAG_CORRUPT),
+        # Flagged frames published 2 s or more after the first: past the start, where a keyframe lost to a loaded
+        # machine is asked for again (PLI) and the frames until it come flagged.
+        "corrupt_after_start": sum(1 for frame in frames if frame[3] & streamrecv.FLAG_CORRUPT and frame[4] - times[0] >= 2_000_000_000),
         "longest_gap_ms": max(gaps) / 1e6 if gaps else None,
         "frames_per_second": [per_second.get(second, 0) for second in range(int(max(per_second, default=-1)) + 1)],
         "psnr_y_document": document, "psnr_y_screen": whole, "grabbed": len(grabbed),

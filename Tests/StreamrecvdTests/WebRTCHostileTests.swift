@@ -70,7 +70,8 @@ import Testing
         let base = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
         let tokenLine = try #require(base.split(separator: "\n").first { $0.hasPrefix("token_file") })
         let names = (1...100).map { "\(daemon.name)-h\($0)" }
-        defer { for name in names { shm_unlink("/streamrecv-" + name) } }
+        // The daemon first: a running one puts back a ring removed under it.
+        defer { daemon.stop(); for name in names { shm_unlink("/streamrecv-" + name) } }
         let tables = names.map { "\n[[stream]]\nname = \"\($0)\"\nlisten = \"whip\"\n\(tokenLine)\nhwaccel = \"none\"\nmax_width = 64\nmax_height = 64\nslots = 2\n" }
         try (base + tables.joined()).write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.send(signal: SIGHUP)
