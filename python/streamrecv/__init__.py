@@ -40,7 +40,6 @@ import platform
 import pwd
 import stat
 import struct
-import sys
 import time
 
 from .layout import (  # noqa: F401  (the layout is part of this package's interface)
@@ -88,7 +87,7 @@ class _Futex:
 
 
 def _trusted_owners(extra):
-    """Who may own an object this reader maps whole: only an object's owner can truncate it under a mapping."""
+    """Who may own an object this reader maps whole (which nobody else may write: see _map_whole)."""
     owners = {os.geteuid(), 0} | set(extra or ())
     try:
         owners.add(pwd.getpwnam("streamrecv").pw_uid)
