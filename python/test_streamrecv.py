@@ -529,6 +529,27 @@ class WaitingTest(unittest.TestCase):
         self.assertIn("did not appear within 0.3 s", result.stderr)
 
 
+    def test_the_command_line_borrows_where_it_may_and_copies_elsewhere(self):
+        # Packed from the slot (one copy) when the ring may be borrowed from; copied first otherwise. Either way the
+        # frame published after it attached, packed.
+        for mode, borrowed in ((0o640, True), (0o660, False)):
+            ring = HandMadeRing("-cli%o" % mode)
+            try:
+                ring.publish(1, 10)
+                os.chmod(ring.path, mode)
+                name = ring.name[len("streamrecv-"):]
+                process = subprocess.Popen([sys.executable, "-m", "streamrecv", name, "--frames", "1", "--timeout", "10"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=HERE)
+                said = process.stderr.readline().decode()
+                self.assertIn("attached to %s" % ring.name, said)
+                self.assertEqual("copying: " in said, not borrowed, said)
+                ring.publish(2, 40)
+                output, errors = process.communicate(timeout=20)
+                self.assertEqual(process.returncode, 0, errors)
+                self.assertEqual(output, bytes([40] * 8 + [41] * 2 + [42] * 2))
+            finally:
+                ring.close()
+
 class FakeFrame:
     """A decoded picture as `Frame` presents it, from planes FFmpeg wrote (no ring needed)."""
 

@@ -305,6 +305,14 @@ class FrameRing:
                 raise RingError("%s: cannot map it for borrowing: %s" % (self.path, error)) from None
         return self._mapping
 
+    def borrowable(self):
+        """None when frames can be borrowed from this ring (see `frames(borrow=True)`), else why not."""
+        try:
+            self._map_whole()
+            return None
+        except RingError as error:
+            return str(error)
+
     def _header_word(self, name):
         """One header field, through the mapping when there is one (no system call)."""
         if self._mapping is None:

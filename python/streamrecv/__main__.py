@@ -44,16 +44,24 @@ def main(arguments):
 
 
 def _write_frames(ring, options):
-    print("streamrecv: attached to %s" % ring.shm_name, file=sys.stderr, flush=True)
-    written = 0
-    for frame in ring.frames(timeout=options.timeout):
-        sys.stdout.buffer.write(frame.packed())
+    # Packed from the slot where the frame lies (one copy, not two) and written only once the frame held; copies
+    # where the ring may not be borrowed from (another user's object).
+    refused = ring.borrowable()
+    print("streamrecv: attached to %s%s" % (ring.shm_name, "" if refused is None else " (copying: %s)" % refused),
+          file=sys.stderr, flush=True)
+    written = overtaken = 0
+    for frame in ring.frames(timeout=options.timeout, borrow=refused is None):
+        packed = frame.packed()
+        if not frame.still_valid():
+            overtaken += 1  # the writer reused the slot while it was packed: lost, as a lapped frame is
+            continue
+        sys.stdout.buffer.write(packed)
         written += 1
         if options.frames is not None and written >= options.frames:
             break
     sys.stdout.flush()
-    if ring.lapped:
-        print("streamrecv: lapped: %d frame(s) skipped" % ring.lapped, file=sys.stderr)
+    if ring.lapped or overtaken:
+        print("streamrecv: lapped: %d frame(s) skipped" % (ring.lapped + overtaken), file=sys.stderr)
     return 0 if options.frames is None or written >= options.frames else 2
 
 
