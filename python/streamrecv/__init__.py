@@ -25,7 +25,9 @@ the slot at any moment: a result computed from a borrowed frame counts only if `
 afterwards (copy what you keep). Borrowing maps the whole object, so it is allowed only when nobody else can
 truncate it under the mapping (which would kill the reader with SIGBUS): an owner that is trusted (the daemon's
 `streamrecv`, root, yourself, or `trusted_uids`), no write permission for group or others, one name, all of it
-there. It relies on x86-64 keeping loads in order.
+there. The owner (the daemon's user) or root can still truncate it, which the daemon never does and an operator's
+`truncate` would: a borrowing reader then dies of SIGBUS where a copying one gets a RingError. It relies on x86-64
+keeping loads in order.
 
 Command line: `python -m streamrecv NAME [--frames N] > frames.yuv` writes tightly packed planes, as the C example;
 it waits for a ring that is not there yet (`FrameRing.wait_for`). `streamrecv.to_rgb` / `to_bgr` convert a frame

@@ -1,4 +1,5 @@
-"""python -m streamrecv NAME [--frames N] [--timeout S] > frames.yuv: a stream's frames as tightly packed planes.
+"""python -m streamrecv NAME [--frames N] [--timeout S] [--borrow] > frames.yuv: a stream's frames as tightly packed
+planes.
 
 Waits for the ring when it is not there yet (the daemon may start only at the first connection).
 Exit status: 0 after --frames frames (or when the stream stopped, without --frames), 1 when the object is not a
@@ -23,6 +24,9 @@ def main(arguments):
     parser.add_argument("--frames", type=int, help="stop after this many frames")
     parser.add_argument("--timeout", type=float, default=None,
                         help="give up when the ring does not appear, or no frame arrives, for this many seconds")
+    parser.add_argument("--borrow", action="store_true",
+                        help="pack each frame from the slot where it lies instead of copying it out first (half the "
+                             "work); the ring's owner or root truncating it would then kill this reader (SIGBUS)")
     options = parser.parse_args(arguments)
     try:
         ring = streamrecv.FrameRing.wait_for(options.name, timeout=options.timeout, waiting=lambda: print(
@@ -44,10 +48,11 @@ def main(arguments):
 
 
 def _write_frames(ring, options):
-    # Packed from the slot where the frame lies (one copy, not two) and written only once the frame held; copies
-    # where the ring may not be borrowed from (another user's object).
-    refused = ring.borrowable()
-    print("streamrecv: attached to %s%s" % (ring.shm_name, "" if refused is None else " (copying: %s)" % refused),
+    # Copied out of the ring by default: a truncation, even by the ring's owner, is then an error and never SIGBUS.
+    # With --borrow, packed from the slot where the frame lies and written only once the frame held; copied where
+    # the ring may not be borrowed from (an object others could shrink).
+    refused = ring.borrowable() if options.borrow else "not asked for"
+    print("streamrecv: attached to %s%s" % (ring.shm_name, " (copying: %s)" % refused if options.borrow and refused else ""),
           file=sys.stderr, flush=True)
     written = overtaken = 0
     for frame in ring.frames(timeout=options.timeout, borrow=refused is None):
