@@ -115,25 +115,24 @@ int ring_replaced(const char *path, const struct ring_reader *ring) {
 __attribute__((noinline)) static enum ring_read_result read_unguarded(const struct ring_reader *ring, uint64_t sequence,
                                             struct streamrecv_shm_slot *copy, ring_copy_fn take,
                                             void *context) {
-    const struct streamrecv_shm_header *header = ring->base;
-    uint32_t index = (uint32_t)((sequence - 1) % ring->geometry.slot_count);
-    const struct streamrecv_shm_slot *slot = streamrecv_shm_slot_in(ring->base, &ring->geometry, index);
-    /* A real writer tears a copy once (the slot then holds a later frame); 64 in a row is a forged ring. */
+    /* The header's borrowed read: `take` copies the frame out of the slot, and counts only if the writer left the
+     * slot alone meanwhile (otherwise it is called again, on a later frame or not at all). A real writer tears a
+     * copy once; 64 in a row is a forged ring. */
     for (int torn = 0; torn < 64; torn++) {
-        uint64_t latest = streamrecv_shm_load_u64(&header->latest_sequence);
-        if (sequence > latest) return RING_READ_NOT_YET;
-        /* Never written while latest says the frame exists: this object began after it. */
-        if (streamrecv_shm_load_u64(&slot->seqlock) == 0) return RING_READ_LAPPED;
-        uint64_t begin = streamrecv_shm_read_begin(slot);
-        /* The writer is in this slot, which it only fills with frame latest + 1: a frame before latest is being
-         * overwritten (lost; the next is whole in its slot). Waiting instead chased the slot written next. */
-        if (begin == 0) return sequence < latest ? RING_READ_LAPPED : RING_READ_NOT_YET;
-        memcpy(copy, slot, sizeof *copy);
-        int valid = copy->sequence == sequence && streamrecv_shm_check_slot(copy, &ring->geometry) == NULL;
-        if (valid) take(context, copy, streamrecv_shm_data_in(ring->base, &ring->geometry, index));
-        if (!streamrecv_shm_read_end(slot, begin)) continue; /* torn: written meanwhile, copy again */
-        if (copy->sequence == sequence) return valid ? RING_READ_DONE : RING_READ_INVALID;
-        return RING_READ_LAPPED;
+        struct streamrecv_shm_borrowed frame;
+        switch (streamrecv_shm_borrow(ring->base, &ring->geometry, sequence, &frame)) {
+        case STREAMRECV_SHM_FRAME: break;
+        case STREAMRECV_SHM_NOT_YET: return RING_READ_NOT_YET;
+        case STREAMRECV_SHM_INVALID: return RING_READ_INVALID;
+        /* Lapped, or being overwritten (lost: the next frame is whole in its slot; waiting for this one chased
+         * the slot written next). */
+        default: return RING_READ_LAPPED;
+        }
+        take(context, &frame.slot, frame.pixels);
+        if (streamrecv_shm_borrow_held(&frame)) {
+            *copy = frame.slot;
+            return RING_READ_DONE;
+        }
     }
     return RING_READ_NOT_YET;
 }

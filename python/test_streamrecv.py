@@ -391,8 +391,9 @@ class UntrustedRingTest(unittest.TestCase):
         stop = threading.Event()
 
         def replace():
-            number = 0
-            while not stop.wait(0.2):
+            # For 12 s at most: a reader that follows for ever then ends late and fails, instead of hanging the run.
+            number, until = 0, time.monotonic() + 12
+            while not stop.wait(0.2) and time.monotonic() < until:
                 number += 1
                 planted = HandMadeRing("-planted%d" % number)
                 planted.put(streamrecv.HEADER, 0, stream_state=streamrecv.STATE_REPLACED)
@@ -407,7 +408,7 @@ class UntrustedRingTest(unittest.TestCase):
             try:
                 began = time.monotonic()
                 self.assertEqual(list(reader.frames(timeout=1, start=2)), [])
-                self.assertLess(time.monotonic() - began, 3.5)
+                self.assertLess(time.monotonic() - began, 8, "timeout=1 must hold across the replacements")
             finally:
                 stop.set()
                 replacer.join()

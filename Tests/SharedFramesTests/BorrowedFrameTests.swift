@@ -57,13 +57,18 @@ private final class WriterOnItsThread: @unchecked Sendable {
             shmName: name, streamName: "borrow", slotCount: slots, maxWidth: size, maxHeight: size))
     }
 
+    /// Frames `sequences`, each filled with its own pattern.
+    static func publish(_ sequences: ClosedRange<UInt64>, with writer: FrameRingWriter, layout: FrameLayout = layout) {
+        for sequence in sequences {
+            _ = writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
+        }
+    }
+
     @Test func aBorrowOvertakenByTheWriterIsNotHeld() throws {
         let name = uniqueShmName("borrow")
         defer { shm_unlink("/" + name) }
         let writer = try Self.writer(name, slots: 2)
-        for sequence in 1...2 as ClosedRange<UInt64> {
-            _ = writer.publish(layout: Self.layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
-        }
+        Self.publish(1...2, with: writer)
         let ring = try CMappedRing(name: name)
         var frame = streamrecv_shm_borrowed()
         #expect(ring.borrow(1, into: &frame) == STREAMRECV_SHM_FRAME.rawValue)
@@ -73,7 +78,7 @@ private final class WriterOnItsThread: @unchecked Sendable {
         // Frame 3 goes into frame 1's slot while frame 1 is borrowed.
         var borrowed = streamrecv_shm_borrowed()
         #expect(ring.borrow(1, into: &borrowed) == STREAMRECV_SHM_FRAME.rawValue)
-        _ = writer.publish(layout: Self.layout, metadata: FrameMetadata()) { pattern($0, sequence: 3); _ = $1 }
+        Self.publish(3...3, with: writer)
         #expect(streamrecv_shm_borrow_held(&borrowed) == 0)
         #expect(ring.borrow(1, into: &frame) == STREAMRECV_SHM_LAPPED.rawValue)
         #expect(ring.borrow(0, into: &frame) == STREAMRECV_SHM_LAPPED.rawValue)
@@ -92,9 +97,7 @@ private final class WriterOnItsThread: @unchecked Sendable {
         let name = uniqueShmName("borrowing")
         defer { shm_unlink("/" + name) }
         let writer = try Self.writer(name, slots: 2)
-        for sequence in 1...3 as ClosedRange<UInt64> {
-            _ = writer.publish(layout: Self.layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
-        }
+        Self.publish(1...3, with: writer)
         let descriptor = shm_open("/" + name, O_RDWR, 0)
         defer { close(descriptor) }
         let ring = try CMappedRing(name: name)
@@ -121,13 +124,11 @@ private final class WriterOnItsThread: @unchecked Sendable {
         defer { shm_unlink("/" + name) }
         let layout = FrameLayout(format: .yuv420p, width: 256, height: 256)
         let handedOver = WriterOnItsThread(try Self.writer(name, slots: 2, size: 256))
-        _ = handedOver.writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 1); _ = $1 }
+        Self.publish(1...1, with: handedOver.writer, layout: layout)
         let ring = try CMappedRing(name: name)
         let frames: UInt64 = 4000
         let writing = Thread {
-            for sequence in 2...frames {
-                _ = handedOver.writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: sequence); _ = $1 }
-            }
+            Self.publish(2...frames, with: handedOver.writer, layout: layout)
         }
         writing.start()
         let latestSequence = (ring.base + MemoryLayout<streamrecv_shm_header>.offset(of: \.latest_sequence)!).assumingMemoryBound(to: UInt64.self)
