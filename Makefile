@@ -23,6 +23,9 @@ BUNDLE_PACKAGES := nasm libva-dev libffmpeg-nvenc-dev dpkg-dev patchelf xz-utils
 # The GStreamer element (make gst-plugin) and what it is built with.
 GST_PLUGIN := .build/gstreamer/libgststreamrecv.so
 GST_PACKAGES := libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+# The PipeWire camera (make camera): streamrecv-camera, which `streamrecvctl camera` runs; C, against libpipewire.
+CAMERA := .build/pipewire/streamrecv-camera
+CAMERA_PACKAGES := libpipewire-0.3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
@@ -37,7 +40,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
 SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
-.PHONY: deps test check run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin
+.PHONY: deps test check run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin camera
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -63,11 +66,15 @@ check:
 # gst-rtsp-server, through python3-gi, is the tests' RTSP camera (scripts/rtsp-camera.py).
 # VLC 3.0 is a second, real RTSP server (it refuses interleaved TCP: RTSPFromVLCTests).
 # aiortc is a second WebRTC stack beside webrtcbin (scripts/aiortc-whip-client.py: AiortcPeerTests). libx11-dev
-# builds the clock drawn on the shared screen (scripts/screen-clock.c: RealScreenShareTests, make bench).
+# builds the clock drawn on the shared screen (scripts/screen-clock.c: RealScreenShareTests, make bench). PipeWire,
+# WirePlumber and a D-Bus session bus (which WirePlumber needs) are the camera's session in PipeWireCameraTests, with
+# pipewiresrc (gstreamer1.0-pipewire) and scripts/pipewire-camera-consumer.c (libpipewire, libssl's md5) reading it.
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
-	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy libx11-dev
+	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy libx11-dev \
+	$(CAMERA_PACKAGES) pipewire pipewire-bin wireplumber dbus-daemon gstreamer1.0-pipewire
 test: deps
 	$(MAKE) gst-plugin
+	$(MAKE) camera
 	swift build --build-tests
 	swift test --disable-xctest
 	# The system's Python: the one the apt packages (numpy, OpenCV) are for, whatever else is first on PATH.
@@ -116,9 +123,10 @@ build: deps
 	$(SWIFT_BUILD) --product streamrecvd
 	$(SWIFT_BUILD) --product streamrecvctl
 
-## deb: dist/streamrecvd_VERSION_ARCH.deb, plus streamrecvd-dev and python3-streamrecv (debhelper, lintian)
-deb: APT_PACKAGES += debhelper dpkg-dev lintian $(GST_PACKAGES)
-deb: build gst-plugin
+## deb: dist/streamrecvd_VERSION_ARCH.deb, plus streamrecvd-dev, python3-streamrecv, gstreamer1.0-streamrecv and
+## streamrecvd-camera (debhelper, lintian)
+deb: APT_PACKAGES += debhelper dpkg-dev lintian $(GST_PACKAGES) $(CAMERA_PACKAGES)
+deb: build gst-plugin camera
 	scripts/make-deb.sh
 
 ## bundle: dist/streamrecvd-VERSION-linux-ARCH.tar.xz, self-contained (a minimal FFmpeg built from Debian's source,
@@ -144,10 +152,21 @@ gst-plugin: deps
 		-o $(GST_PLUGIN) \
 		$$(pkg-config --libs gstreamer-1.0 gstreamer-base-1.0 gstreamer-video-1.0)
 
+## camera: .build/pipewire/streamrecv-camera, the PipeWire camera `streamrecvctl camera` runs (C: libpipewire and
+## streamrecv_shm.h, reading the ring as the GStreamer element does)
+camera: APT_PACKAGES += $(CAMERA_PACKAGES)
+camera: deps
+	mkdir -p .build/pipewire
+	cc -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_FORTIFY_SOURCE=2 -Wl,-z,now -Wl,-z,relro \
+		-I Sources/CFrameRing/include -I gstreamer $$(pkg-config --cflags libpipewire-0.3) \
+		pipewire/streamrecv-camera.c pipewire/camera-format.c pipewire/camera-node.c pipewire/camera-send.c pipewire/camera-follow.c gstreamer/ring-reader.c \
+		-o $(CAMERA) $$(pkg-config --libs libpipewire-0.3)
+
 ## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader,
-## and the GStreamer element (into GStreamer's plugin folder for PREFIX; with NO_BUILD=1 only when it was built)
+## the GStreamer element (into GStreamer's plugin folder for PREFIX) and the PipeWire camera with its user unit
+## (with NO_BUILD=1 those two only when they were built)
 GST_PLUGIN_DIR ?= $(PREFIX)/lib/$(shell gcc -print-multiarch)/gstreamer-1.0
-install: $(if $(NO_BUILD),,build gst-plugin)
+install: $(if $(NO_BUILD),,build gst-plugin camera)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 		$(DESTDIR)$(SYSCONFDIR)/streamrecvd $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
@@ -181,6 +200,12 @@ install: $(if $(NO_BUILD),,build gst-plugin)
 	install -m 0644 etc/streamrecvd/examples/whip.token $(DESTDIR)$(PREFIX)/share/doc/streamrecvd/examples/
 	if [ -e $(GST_PLUGIN) ]; then \
 		install -d $(DESTDIR)$(GST_PLUGIN_DIR) && install -m 0644 $(GST_PLUGIN) $(DESTDIR)$(GST_PLUGIN_DIR)/; \
+	fi
+	if [ -e $(CAMERA) ]; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/streamrecvd $(DESTDIR)$(PREFIX)/lib/systemd/user && \
+		install -m 0755 $(CAMERA) $(DESTDIR)$(PREFIX)/lib/streamrecvd/ && \
+		sed -e 's|/usr/bin/streamrecvctl|$(PREFIX)/bin/streamrecvctl|g' systemd/user/streamrecv-camera@.service \
+			> $(DESTDIR)$(PREFIX)/lib/systemd/user/streamrecv-camera@.service; \
 	fi
 
 clean:

@@ -18,23 +18,24 @@ struct layout_rule {
     uint32_t chroma_y_shift;
     int interleaved_chroma;
     int rgb;
+    int even_rows; /* GStreamer reserves an even number of rows in every plane (its 10/12-bit 4:2:2 layouts) */
 };
 
 static const struct layout_rule rules[] = {
-    { STREAMRECV_PIXEL_FORMAT_YUV420P, SPA_VIDEO_FORMAT_I420, "I420", 3, 1, 1, 1, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_NV12, SPA_VIDEO_FORMAT_NV12, "NV12", 2, 1, 1, 1, 1, 0 },
-    { STREAMRECV_PIXEL_FORMAT_P010, SPA_VIDEO_FORMAT_P010_10LE, "P010_10LE", 2, 2, 1, 1, 1, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV422P, SPA_VIDEO_FORMAT_Y42B, "Y42B", 3, 1, 1, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV444P, SPA_VIDEO_FORMAT_Y444, "Y444", 3, 1, 0, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_GRAY8, SPA_VIDEO_FORMAT_GRAY8, "GRAY8", 1, 1, 0, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV420P10, SPA_VIDEO_FORMAT_I420_10LE, "I420_10LE", 3, 2, 1, 1, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV422P10, SPA_VIDEO_FORMAT_I422_10LE, "I422_10LE", 3, 2, 1, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV444P10, SPA_VIDEO_FORMAT_Y444_10LE, "Y444_10LE", 3, 2, 0, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV420P12, SPA_VIDEO_FORMAT_I420_12LE, "I420_12LE", 3, 2, 1, 1, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV422P12, SPA_VIDEO_FORMAT_I422_12LE, "I422_12LE", 3, 2, 1, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_YUV444P12, SPA_VIDEO_FORMAT_Y444_12LE, "Y444_12LE", 3, 2, 0, 0, 0, 0 },
-    { STREAMRECV_PIXEL_FORMAT_GBRP, SPA_VIDEO_FORMAT_GBR, "GBR", 3, 1, 0, 0, 0, 1 },
-    { STREAMRECV_PIXEL_FORMAT_GBRP10, SPA_VIDEO_FORMAT_GBR_10LE, "GBR_10LE", 3, 2, 0, 0, 0, 1 },
+    { STREAMRECV_PIXEL_FORMAT_YUV420P, SPA_VIDEO_FORMAT_I420, "I420", 3, 1, 1, 1, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_NV12, SPA_VIDEO_FORMAT_NV12, "NV12", 2, 1, 1, 1, 1, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_P010, SPA_VIDEO_FORMAT_P010_10LE, "P010_10LE", 2, 2, 1, 1, 1, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV422P, SPA_VIDEO_FORMAT_Y42B, "Y42B", 3, 1, 1, 0, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV444P, SPA_VIDEO_FORMAT_Y444, "Y444", 3, 1, 0, 0, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_GRAY8, SPA_VIDEO_FORMAT_GRAY8, "GRAY8", 1, 1, 0, 0, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV420P10, SPA_VIDEO_FORMAT_I420_10LE, "I420_10LE", 3, 2, 1, 1, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV422P10, SPA_VIDEO_FORMAT_I422_10LE, "I422_10LE", 3, 2, 1, 0, 0, 0, 1 },
+    { STREAMRECV_PIXEL_FORMAT_YUV444P10, SPA_VIDEO_FORMAT_Y444_10LE, "Y444_10LE", 3, 2, 0, 0, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV420P12, SPA_VIDEO_FORMAT_I420_12LE, "I420_12LE", 3, 2, 1, 1, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_YUV422P12, SPA_VIDEO_FORMAT_I422_12LE, "I422_12LE", 3, 2, 1, 0, 0, 0, 1 },
+    { STREAMRECV_PIXEL_FORMAT_YUV444P12, SPA_VIDEO_FORMAT_Y444_12LE, "Y444_12LE", 3, 2, 0, 0, 0, 0, 0 },
+    { STREAMRECV_PIXEL_FORMAT_GBRP, SPA_VIDEO_FORMAT_GBR, "GBR", 3, 1, 0, 0, 0, 1, 0 },
+    { STREAMRECV_PIXEL_FORMAT_GBRP10, SPA_VIDEO_FORMAT_GBR_10LE, "GBR_10LE", 3, 2, 0, 0, 0, 1, 0 },
 };
 
 static const struct layout_rule *rule_for(uint32_t pixel_format) {
@@ -119,11 +120,12 @@ int camera_format_from_slot(const struct streamrecv_shm_slot *slot, struct camer
         uint32_t samples = columns * (chroma && rule->interleaved_chroma ? 2 : 1);
         format->row_bytes[plane] = samples * rule->bytes_per_sample;
         format->rows[plane] = chroma ? shifted_up(slot->height, rule->chroma_y_shift) : slot->height;
-        /* GStreamer's default layout: rows padded to 4 bytes; a vertically halved format reserves an even number
-         * of luma rows. */
+        /* GStreamer's default layout (scripts/camera-layout-check.c compares them): rows padded to 4 bytes; a
+         * vertically halved format reserves an even number of luma rows. */
         format->stride[plane] = round_up(format->row_bytes[plane], 4);
         format->offset[plane] = offset;
-        uint32_t reserved_rows = !chroma && rule->chroma_y_shift ? round_up(slot->height, 2) : format->rows[plane];
+        uint32_t reserved_rows = rule->even_rows || (!chroma && rule->chroma_y_shift) ? round_up(format->rows[plane], 2)
+                                                                                     : format->rows[plane];
         offset += format->stride[plane] * reserved_rows;
         if (slot->plane_width[plane] != format->row_bytes[plane] || slot->plane_height[plane] != format->rows[plane])
             return -1;
@@ -173,15 +175,24 @@ void camera_rate_from_times(const uint64_t *times_ns, size_t count, uint32_t *nu
     };
     *num = 0;
     *den = 1;
-    uint64_t intervals[64];
+    uint64_t intervals[64], sorted[64];
     size_t n = 0;
     for (size_t i = 1; i < count && n < 64; i++)
         if (times_ns[i] > times_ns[i - 1]) intervals[n++] = times_ns[i] - times_ns[i - 1];
     if (n == 0) return;
-    qsort(intervals, n, sizeof intervals[0], compare_u64);
-    uint64_t median = intervals[n / 2];
+    memcpy(sorted, intervals, n * sizeof intervals[0]);
+    qsort(sorted, n, sizeof sorted[0], compare_u64);
+    uint64_t median = sorted[n / 2];
     if (median < 1000000ULL || median > 10000000000ULL) return;
-    double rate = 1e9 / (double)median, closest = 0.02;
+    /* The mean interval cancels each arrival's own jitter; the median stands in when there was a pause. */
+    uint64_t total = 0;
+    int steady = 1;
+    for (size_t i = 0; i < n; i++) {
+        total += intervals[i];
+        if (intervals[i] * 2 < median || intervals[i] > median * 2) steady = 0;
+    }
+    uint64_t interval = steady ? total / n : median;
+    double rate = 1e9 / (double)interval, closest = 0.02;
     for (size_t i = 0; i < sizeof broadcast / sizeof broadcast[0]; i++) {
         double candidate = (double)broadcast[i].num / broadcast[i].den;
         double distance = rate > candidate ? rate / candidate - 1 : candidate / rate - 1;

@@ -46,7 +46,8 @@ void camera_copy_planes(const struct camera_format *format, const struct streamr
                         const uint8_t *data, uint8_t *destination);
 
 /* The frame rate that frames arriving at `times_ns` (CLOCK_MONOTONIC, oldest first; their first bytes) show: the
- * median interval, snapped to a broadcast rate (24000/1001 … 60) within 2 %, otherwise whole frames per second.
+ * mean interval (the median when one interval is off by 2x: a pause), snapped to the nearest broadcast rate
+ * (24000/1001 … 60) within 2 %, otherwise whole frames per second.
  * 0/1 ("variable", as SPA says it) from fewer than 2 times or intervals outside 1 ms … 10 s. */
 void camera_rate_from_times(const uint64_t *times_ns, size_t count, uint32_t *num, uint32_t *den);
 

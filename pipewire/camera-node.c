@@ -1,5 +1,5 @@
 /* See camera-node.h. */
-#include "camera-node.h"
+#include "camera-node-internal.h"
 
 #include <errno.h>
 #include <pipewire/pipewire.h>
@@ -8,27 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-struct camera_node {
-    struct pw_thread_loop *loop;
-    struct pw_context *context;
-    struct pw_core *core;
-    struct pw_stream *stream;
-    struct spa_hook listener;
-    struct spa_hook core_listener;
-    int connected;
-    enum pw_stream_state state;
-    char failure[256]; /* "" while the node works */
-    struct camera_format offered;
-    uint32_t rate_num, rate_den;
-    int negotiated; /* the consumers settled on `offered` */
-    int awaiting;   /* consumers were linked when the format changed: they will settle on the new one */
-    int buffers;    /* buffers PipeWire gave the stream since the format was negotiated (it replaces them all) */
-    int in_flight;                  /* the last frame sent may still be on its way through the graph */
-    uint32_t available_after_send;  /* buffers free to dequeue just after it was sent */
-    struct pw_buffer *held; /* dequeued, not sent (its frame could not be read): used for the next frame */
-    struct camera_node_counters counters;
-};
+#include <unistd.h>
 
 static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *error) {
     struct camera_node *node = data;
@@ -78,6 +58,11 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
     pw_thread_loop_signal(node->loop, false);
 }
 
+static void on_trigger_done(void *data) {
+    struct camera_node *node = data;
+    __atomic_add_fetch(&node->triggers_done, 1, __ATOMIC_RELEASE);
+}
+
 static void on_add_buffer(void *data, struct pw_buffer *buffer) {
     struct camera_node *node = data;
     (void)buffer;
@@ -107,6 +92,7 @@ static const struct pw_core_events core_events = {
 static const struct pw_stream_events stream_events = {
     PW_VERSION_STREAM_EVENTS,
     .state_changed = on_state_changed,
+    .trigger_done = on_trigger_done,
     .param_changed = on_param_changed,
     .add_buffer = on_add_buffer,
     .remove_buffer = on_remove_buffer,
@@ -194,8 +180,15 @@ static const struct spa_pod *enum_format(struct spa_pod_builder *builder, const 
 
 int camera_node_offer(struct camera_node *node, const struct camera_format *format, uint32_t rate_num,
                       uint32_t rate_den, char *error, size_t error_size) {
-    /* Frames sent in the old format go out first: a new format takes the buffers back, queued ones with them. */
+    /* Frames sent in the old format go out first: a new format takes the buffers back, queued ones with them, and
+     * also those a consumer's graph side has taken but its own thread not yet seen (the last frame before a size
+     * change was lost so, now and then): that thread is given 30 ms. */
     camera_node_settle(node, 200000000LL);
+    pw_thread_loop_lock(node->loop);
+    uint64_t sent_at = node->last_sent_ns;
+    pw_thread_loop_unlock(node->loop);
+    uint64_t now = camera_monotonic_ns();
+    if (sent_at != 0 && now < sent_at + 30000000ULL) usleep((useconds_t)((sent_at + 30000000ULL - now) / 1000));
     uint8_t storage[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
     pw_thread_loop_lock(node->loop);
@@ -218,120 +211,26 @@ int camera_node_offer(struct camera_node *node, const struct camera_format *form
     return result < 0 ? -1 : 0;
 }
 
-static struct pw_time stream_time(struct camera_node *node) {
-    struct pw_time time;
-    memset(&time, 0, sizeof time);
-    pw_stream_get_time_n(node->stream, &time, sizeof time);
-    return time;
-}
-
-static uint64_t monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
-}
-
-void camera_node_settle(struct camera_node *node, int64_t timeout_ns);
-
-static int ready(const struct camera_node *node) {
-    return node->negotiated && node->buffers > 0 && node->state == PW_STREAM_STATE_STREAMING;
-}
-
 int camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns) {
     struct timespec deadline;
     pw_thread_loop_get_time(node->loop, &deadline, timeout_ns);
     pw_thread_loop_lock(node->loop);
     /* Nobody linked when the format was offered: nothing to wait for; frames go nowhere until someone links. */
-    while (!ready(node) && node->failure[0] == 0 && node->awaiting &&
+    while (!camera_node_ready(node) && node->failure[0] == 0 && node->awaiting &&
            pw_thread_loop_timed_wait_full(node->loop, &deadline) == 0) {
     }
-    int result = ready(node);
+    int result = camera_node_ready(node);
+    int renegotiated = result && node->awaiting;
     pw_thread_loop_unlock(node->loop);
+    /* Ready here is ready on this side: a consumer still setting up its side of the new format lost the first
+     * frame in it now and then. It is given 50 ms (a size change is rare; a frame that goes nowhere is worse). */
+    if (renegotiated) {
+        usleep(50000);
+        pw_thread_loop_lock(node->loop);
+        result = camera_node_ready(node);
+        pw_thread_loop_unlock(node->loop);
+    }
     return result;
-}
-
-enum camera_send_result camera_node_send(struct camera_node *node, camera_fill_fn fill, void *context) {
-    enum camera_send_result result = CAMERA_SENT;
-    pw_thread_loop_lock(node->loop);
-    camera_node_settle(node, 20000000LL);
-    if (!ready(node)) {
-        result = CAMERA_NO_CONSUMER;
-        goto done;
-    }
-    struct pw_buffer *buffer = node->held ? node->held : pw_stream_dequeue_buffer(node->stream);
-    node->held = NULL;
-    if (buffer == NULL) {
-        node->counters.busy++;
-        result = CAMERA_BUSY;
-        goto done;
-    }
-    struct spa_data *block = &buffer->buffer->datas[0];
-    struct camera_frame_info info = { 0 };
-    enum camera_fill_result filled = CAMERA_FILL_FAILED;
-    if (block->data != NULL && block->maxsize >= node->offered.size)
-        filled = fill(context, &node->offered, block->data, &info);
-    if (filled != CAMERA_FILLED) {
-        node->held = buffer; /* kept for the next frame: PipeWire has no way to hand a buffer back unsent */
-        result = filled == CAMERA_FILL_OTHER_FORMAT ? CAMERA_OTHER_FORMAT : CAMERA_NOT_READ;
-        goto done;
-    }
-    block->chunk->offset = 0;
-    block->chunk->size = node->offered.size;
-    block->chunk->stride = (int32_t)node->offered.stride[0];
-    block->chunk->flags = info.corrupt ? SPA_CHUNK_FLAG_CORRUPTED : SPA_CHUNK_FLAG_NONE;
-    struct spa_meta_header *header = spa_buffer_find_meta_data(buffer->buffer, SPA_META_Header, sizeof *header);
-    if (header) {
-        header->flags = (info.corrupt ? SPA_META_HEADER_FLAG_CORRUPTED : 0) |
-                        (info.discontinuity ? SPA_META_HEADER_FLAG_DISCONT : 0);
-        header->offset = 0;
-        header->pts = info.pts_ns;
-        header->dts_offset = 0;
-        header->seq = info.sequence;
-    }
-    struct spa_meta_region *crop = spa_buffer_find_meta_data(buffer->buffer, SPA_META_VideoCrop, sizeof *crop);
-    if (crop) {
-        int whole = info.crop_width == 0 || info.crop_height == 0;
-        crop->region = SPA_REGION(whole ? 0 : info.crop_x, whole ? 0 : info.crop_y,
-                                  whole ? node->offered.width : info.crop_width,
-                                  whole ? node->offered.height : info.crop_height);
-    }
-    pw_stream_queue_buffer(node->stream, buffer);
-    pw_stream_trigger_process(node->stream);
-    node->in_flight = 1;
-    node->available_after_send = stream_time(node).avail_buffers;
-    node->counters.sent++;
-done:
-    pw_thread_loop_unlock(node->loop);
-    return result;
-}
-
-uint32_t camera_node_kick(struct camera_node *node) {
-    pw_thread_loop_lock(node->loop);
-    uint32_t queued = ready(node) ? stream_time(node).queued_buffers : 0;
-    if (queued > 0) pw_stream_trigger_process(node->stream);
-    pw_thread_loop_unlock(node->loop);
-    return queued;
-}
-
-/* A new graph cycle started before the consumers finished the last one would take its frame from them: the next
- * frame waits until the last one's buffer is back (every consumer let go of it), or the timeout for consumers
- * that keep buffers. A trigger that found the graph busy left the frame queued: it is triggered again. */
-void camera_node_settle(struct camera_node *node, int64_t timeout_ns) {
-    uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ns;
-    pw_thread_loop_lock(node->loop);
-    while (ready(node) && node->in_flight) {
-        struct pw_time time = stream_time(node);
-        if (time.queued_buffers == 0 && time.avail_buffers > node->available_after_send) {
-            node->in_flight = 0;
-            break;
-        }
-        if (monotonic_ns() >= deadline) break;
-        if (time.queued_buffers > 0) pw_stream_trigger_process(node->stream);
-        struct timespec step;
-        pw_thread_loop_get_time(node->loop, &step, 1000000);
-        pw_thread_loop_timed_wait_full(node->loop, &step);
-    }
-    pw_thread_loop_unlock(node->loop);
 }
 
 const char *camera_node_failure(struct camera_node *node, char *copy, size_t copy_size) {
@@ -349,8 +248,12 @@ uint32_t camera_node_id(struct camera_node *node) {
     return id;
 }
 
-void camera_node_counters(struct camera_node *node, struct camera_node_counters *counters) {
-    pw_thread_loop_lock(node->loop);
-    *counters = node->counters;
-    pw_thread_loop_unlock(node->loop);
+int camera_node_ready(const struct camera_node *node) {
+    return node->negotiated && node->buffers > 0 && node->state == PW_STREAM_STATE_STREAMING;
+}
+
+uint64_t camera_monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
 }

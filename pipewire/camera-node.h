@@ -43,6 +43,7 @@ struct camera_node_counters {
     uint64_t sent;
     uint64_t busy;
     uint64_t negotiations; /* formats the consumers settled on */
+    uint64_t settle_timeouts; /* frames sent before the consumers finished the last one (they stalled) */
 };
 
 /* Connects to the PipeWire daemon of this session (PIPEWIRE_REMOTE, XDG_RUNTIME_DIR) and makes the node, which
@@ -58,6 +59,9 @@ int camera_node_offer(struct camera_node *node, const struct camera_format *form
 /* Waits up to `timeout_ns` for linked consumers to settle on the offered format; at once when none is linked.
  * Whether frames of the offered format can be sent now. */
 int camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns);
+
+/* Whether consumers are linked and frames of the offered format can be sent now. */
+int camera_node_linked(struct camera_node *node);
 
 /* Fills a free buffer through `fill` and sends it to the consumers. */
 enum camera_send_result camera_node_send(struct camera_node *node, camera_fill_fn fill, void *context);

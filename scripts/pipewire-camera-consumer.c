@@ -4,8 +4,9 @@
  * header metadata's sequence and flags, and when it arrived (CLOCK_MONOTONIC ns). For PipeWireCameraTests and
  * scripts/bench-camera.py (pipewiresrc of Debian 12's PipeWire 0.3.65 does not pass a new format on as caps).
  *
- *     pipewire-camera-consumer NODE_NAME FRAMES SECONDS
+ *     pipewire-camera-consumer NODE_NAME FRAMES SECONDS [nohash]
  *
+ * FRAMES -1: until SECONDS. `nohash` leaves the md5 out (a benchmark's consumer should cost next to nothing).
  * Built by the tests: cc pipewire-camera-consumer.c $(pkg-config --cflags --libs libpipewire-0.3) -lcrypto */
 #include <openssl/evp.h>
 #include <pipewire/pipewire.h>
@@ -14,6 +15,7 @@
 #include <spa/param/video/type-info.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 struct consumer {
@@ -21,6 +23,7 @@ struct consumer {
     struct pw_stream *stream;
     struct spa_video_info_raw format;
     long frames_left;
+    int hash;
 };
 
 static uint64_t now_ns(void) {
@@ -29,25 +32,33 @@ static uint64_t now_ns(void) {
     return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
 }
 
+static void take(struct consumer *consumer, struct pw_buffer *buffer);
+
+/* Every buffer the cycle brought, in order (a cycle can bring more than one). */
 static void on_process(void *data) {
     struct consumer *consumer = data;
-    struct pw_buffer *buffer = pw_stream_dequeue_buffer(consumer->stream);
-    if (buffer == NULL) return;
+    struct pw_buffer *buffer;
+    while ((buffer = pw_stream_dequeue_buffer(consumer->stream)) != NULL) take(consumer, buffer);
+}
+
+static void take(struct consumer *consumer, struct pw_buffer *buffer) {
     uint64_t arrived = now_ns();
     struct spa_buffer *spa = buffer->buffer;
     struct spa_data *block = &spa->datas[0];
     if (block->data != NULL && block->chunk->size > 0 && consumer->frames_left != 0) {
-        unsigned char digest[16];
+        unsigned char digest[16] = { 0 };
         unsigned int length = 0;
-        EVP_Digest((const uint8_t *)block->data + block->chunk->offset, block->chunk->size, digest, &length, EVP_md5(), NULL);
+        if (consumer->hash)
+            EVP_Digest((const uint8_t *)block->data + block->chunk->offset, block->chunk->size, digest, &length,
+                       EVP_md5(), NULL);
         char hex[33];
         for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
         struct spa_meta_header *header = spa_buffer_find_meta_data(spa, SPA_META_Header, sizeof *header);
         const char *name = spa_debug_type_find_short_name(spa_type_video_format, consumer->format.format);
         printf("{\"format\": \"%s\", \"width\": %u, \"height\": %u, \"stride\": %d, \"size\": %u, \"md5\": \"%s\", "
-               "\"seq\": %llu, \"flags\": %u, \"corrupted\": %d, \"arrived_ns\": %llu, \"rate\": \"%u/%u\"}\n",
+               "\"seq\": %llu, \"pts\": %lld, \"flags\": %u, \"corrupted\": %d, \"arrived_ns\": %llu, \"rate\": \"%u/%u\"}\n",
                name ? name : "?", consumer->format.size.width, consumer->format.size.height, block->chunk->stride,
-               block->chunk->size, hex, header ? (unsigned long long)header->seq : 0ULL, header ? header->flags : 0u,
+               block->chunk->size, hex, header ? (unsigned long long)header->seq : 0ULL, header ? (long long)header->pts : -1LL, header ? header->flags : 0u,
                (block->chunk->flags & SPA_CHUNK_FLAG_CORRUPTED) != 0, (unsigned long long)arrived,
                consumer->format.framerate.num, consumer->format.framerate.denom);
         fflush(stdout);
@@ -92,12 +103,12 @@ static void on_timeout(void *data, uint64_t expirations) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: pipewire-camera-consumer NODE_NAME FRAMES SECONDS\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "nohash") == 0)) {
+        fprintf(stderr, "usage: pipewire-camera-consumer NODE_NAME FRAMES SECONDS [nohash]\n");
         return 2;
     }
     pw_init(&argc, &argv);
-    struct consumer consumer = { .frames_left = atol(argv[2]) };
+    struct consumer consumer = { .frames_left = atol(argv[2]), .hash = argc == 4 };
     consumer.loop = pw_main_loop_new(NULL);
     struct spa_source *timer = pw_loop_add_timer(pw_main_loop_get_loop(consumer.loop), on_timeout, &consumer);
     struct timespec timeout = { .tv_sec = atol(argv[3]) };

@@ -117,6 +117,24 @@ import Testing
         #expect(camera.errors.contains("sent 90 frames"), "\(camera.errors)")
     }
 
+    /// The one-block layout of every format PipeWire has a name for is GStreamer's (22 470 formats and sizes, odd
+    /// ones included), and the frame rate read from arrival times is the nearest broadcast rate
+    /// (scripts/camera-format-check.c, built here against pipewire/camera-format.c and GStreamer).
+    @Test func layoutsAreGStreamersAndRatesAreRead() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let root = TestEnvironment.repositoryRoot
+        let binary = directory.appendingPathComponent("camera-format-check").path
+        let flags = try runChecked("pkg-config", ["--cflags", "--libs", "libpipewire-0.3", "gstreamer-video-1.0"]).text
+            .split(whereSeparator: \.isWhitespace).map(String.init)
+        try runChecked("cc", ["-std=gnu11", "-O1", "-Wall", "-Werror",
+                              root.appendingPathComponent("scripts/camera-format-check.c").path,
+                              root.appendingPathComponent("pipewire/camera-format.c").path,
+                              "-I", root.appendingPathComponent("pipewire").path,
+                              "-I", root.appendingPathComponent("Sources/CFrameRing/include").path, "-o", binary] + flags)
+        let result = try runProcess(binary, [])
+        #expect(result.status == 0 && result.text.contains("0 differ from GStreamer's"), "\(result.text)")
+    }
+
     /// Without PipeWire the camera says so and exits 1; a bad option is a usage error (2).
     @Test func withoutPipeWireItSaysSoAndExits() throws {
         let directory = try TestEnvironment.temporaryDirectory()
