@@ -32,6 +32,19 @@ if ! in_root gst-inspect-1.0 streamrecvsrc >"$work/inspect.txt" 2>&1; then
 fi
 say "installed $(basename "$gst_deb"): gst-inspect-1.0 finds" \
     "$(grep -m1 'Long-name' "$work/inspect.txt" | sed 's/ *Long-name *//')"
+# The camera's package: its Depends alone load libpipewire; `streamrecvctl camera` finds it in /usr/lib/streamrecvd
+# and, with no PipeWire in the root, says so (exit status 1).
+camera_deb=$(ls dist/streamrecvd-camera_*_"$(dpkg --print-architecture)".deb | head -1)
+cp "$camera_deb" "$root/tmp/"
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "./tmp/$(basename "$camera_deb")" >"$work/apt-camera.log" 2>&1 || { tail -30 "$work/apt-camera.log" >&2; exit 1; }
+camera_status=0
+in_root env XDG_RUNTIME_DIR=/tmp streamrecvctl camera desk >"$work/camera.log" 2>&1 || camera_status=$?
+if [ "$camera_status" != 1 ] || ! grep -q 'cannot reach PipeWire' "$work/camera.log"; then
+    say "FAILED: streamrecvctl camera without PipeWire: status $camera_status"; cat "$work/camera.log" >&2; exit 1
+fi
+[ -e "$root/usr/lib/systemd/user/streamrecv-camera@.service" ] || { say "FAILED: no camera user unit"; exit 1; }
+say "installed $(basename "$camera_deb"): streamrecvctl camera runs it ($(head -c 120 "$work/camera.log"))"
 if in_root ldd /usr/bin/streamrecvd /usr/bin/streamrecvctl | grep -Ei 'swift|foundation|not found'; then
     say "FAILED: the installed binaries need libraries the root does not have"; exit 1
 fi
