@@ -342,6 +342,14 @@ static gboolean gst_streamrecv_src_negotiate(GstBaseSrc *base) {
     return TRUE;
 }
 
+/* Frames are copied into buffers of the element's own pool (acquire_buffer), never into one downstream offers: such a
+ * pool is left alone rather than activated by GstBaseSrc's default and never used. pipewiresink failed on its first
+ * frame with its pool activated so (SIGSEGV, Debian 12's GStreamer 1.22 and PipeWire 0.3.65). */
+static gboolean gst_streamrecv_src_decide_allocation(GstBaseSrc *base, GstQuery *query) {
+    while (gst_query_get_n_allocation_pools(query) > 0) gst_query_remove_nth_allocation_pool(query, 0);
+    return GST_BASE_SRC_CLASS(gst_streamrecv_src_parent_class)->decide_allocation(base, query);
+}
+
 static gboolean gst_streamrecv_src_start(GstBaseSrc *base) {
     GstStreamrecvSrc *self = GST_STREAMRECV_SRC(base);
     g_free(self->path);
@@ -417,6 +425,7 @@ static void gst_streamrecv_src_class_init(GstStreamrecvSrcClass *klass) {
     base_class->unlock = gst_streamrecv_src_unlock;
     base_class->unlock_stop = gst_streamrecv_src_unlock_stop;
     base_class->negotiate = gst_streamrecv_src_negotiate;
+    base_class->decide_allocation = gst_streamrecv_src_decide_allocation;
     base_class->start = gst_streamrecv_src_start;
     base_class->stop = gst_streamrecv_src_stop;
     GST_PUSH_SRC_CLASS(klass)->create = gst_streamrecv_src_create;

@@ -117,6 +117,41 @@ import Testing
         #expect(camera.errors.contains("sent 90 frames"), "\(camera.errors)")
     }
 
+    /// What a person would write without the camera, `streamrecvsrc ! pipewiresink`, runs too: with the sink's
+    /// pool activated by GStreamer's default allocation (which the element never used), pipewiresink died of
+    /// SIGSEGV on its first frame. A libpipewire consumer gets the frames bit-exact.
+    @Test func streamrecvsrcIntoPipewiresinkRuns() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let session = try PipeWireSession(directory: directory)
+        let consumer = try Self.buildConsumer(in: directory)
+        let clip = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 60, in: directory, name: "clip.h264").path
+        let reference = try ffmpegNV12MD5s(clip)
+        let daemon = try DaemonProcess(label: "pwsink", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
+        try runChecked(tool("streamrecvctl"), ["send", clip, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
+        let node = "gst-\(daemon.name)"
+        let environment = session.environment.merging(
+            ["GST_PLUGIN_PATH": GstLaunch.pluginFolder,
+             "GST_REGISTRY": directory.appendingPathComponent("registry.bin").path]) { $1 }
+        let gst = try ChildProcess("/usr/bin/gst-launch-1.0", ["streamrecvsrc", "stream=\(daemon.name)", "mode=newest", "!",
+                                                               "pipewiresink", "mode=provide",
+                                                               "stream-properties=p,media.class=Video/Source,node.name=\(node)"],
+                                   environment: environment, directory: directory, label: "gst")
+        #expect(gst.waitFor(timeout: 20) { (try? session.nodes().contains { $0["node.name"] as? String == node }) == true },
+                "\(gst.errors.suffix(1500))")
+        let reader = try ChildProcess(consumer, [node, "-1", "60"], environment: session.environment,
+                                      directory: directory, label: "consumer")
+        #expect(Self.waitForLink(session, node: node), "\(reader.errors.suffix(1500))")
+        try runChecked(tool("streamrecvctl"), ["send", clip, "tcp://127.0.0.1:\(daemon.port)", "--rate", "30"])
+        #expect(reader.waitFor(timeout: 30) { Self.frames(reader.output).count >= 55 }, "\(gst.errors.suffix(1500))")
+        usleep(500_000)
+        #expect(gst.process.isRunning, "\(gst.errors.suffix(1500))")
+        // Newest mode: every frame while pipewiresink keeps up, in order, each one of FFmpeg's.
+        let positions = Self.frames(reader.output).compactMap { $0["md5"] as? String }.map { reference.firstIndex(of: $0) }
+        #expect(positions.allSatisfy { $0 != nil } && zip(positions, positions.dropFirst()).allSatisfy { $0! < $1! },
+                "\(positions)")
+        #expect(gst.stop(signal: SIGINT) == 0, "\(gst.errors.suffix(1500))")
+    }
+
     /// The one-block layout of every format PipeWire has a name for is GStreamer's (22 470 formats and sizes, odd
     /// ones included), and the frame rate read from arrival times is the nearest broadcast rate
     /// (scripts/camera-format-check.c, built here against pipewire/camera-format.c and GStreamer).
