@@ -30,7 +30,8 @@ struct camera {
     uint64_t skipped;            /* frames passed over: the consumers were behind, or the format could not go */
     unsigned kicks_left;         /* triggers for a frame left queued, before the next frame comes */
     ino_t replaced_inode; /* an object that said it was replaced: not attached again until the name leads elsewhere */
-    struct quiet_warning behind_warning, format_warning, invalid_warning, offer_warning, attach_warning;
+    struct quiet_warning behind_warning, format_warning, invalid_warning, offer_warning, attach_warning,
+        negotiation_warning;
 };
 
 /* Set by SIGINT and SIGTERM: every wait in camera_follow ends soon after. */

@@ -120,7 +120,7 @@ int camera_format_from_slot(const struct streamrecv_shm_slot *slot, struct camer
         uint32_t samples = columns * (chroma && rule->interleaved_chroma ? 2 : 1);
         format->row_bytes[plane] = samples * rule->bytes_per_sample;
         format->rows[plane] = chroma ? shifted_up(slot->height, rule->chroma_y_shift) : slot->height;
-        /* GStreamer's default layout (scripts/camera-layout-check.c compares them): rows padded to 4 bytes; a
+        /* GStreamer's default layout (scripts/camera-format-check.c compares them): rows padded to 4 bytes; a
          * vertically halved format reserves an even number of luma rows. */
         format->stride[plane] = round_up(format->row_bytes[plane], 4);
         format->offset[plane] = offset;

@@ -10,6 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Says when consumers become able to take frames (at most every 10 s: a forged ring can renegotiate per frame). */
+static void note_readiness(struct camera_node *node) {
+    int ready = camera_node_ready(node);
+    uint64_t now = camera_monotonic_ns();
+    if (ready && !node->was_ready && (node->ready_noted_ns == 0 || now - node->ready_noted_ns >= 10000000000ULL)) {
+        fprintf(stderr, "streamrecv-camera: consumers linked: %ux%u %s\n", node->offered.width, node->offered.height,
+                camera_spa_format_name(node->offered.spa_format));
+        node->ready_noted_ns = now;
+    }
+    node->was_ready = ready;
+}
+
 static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *error) {
     struct camera_node *node = data;
     (void)old;
@@ -18,8 +30,12 @@ static void on_state_changed(void *data, enum pw_stream_state old, enum pw_strea
         snprintf(node->failure, sizeof node->failure, "PipeWire: %s", error ? error : "stream error");
     else if (state == PW_STREAM_STATE_UNCONNECTED && node->connected)
         snprintf(node->failure, sizeof node->failure, "PipeWire closed the connection");
+    note_readiness(node);
     pw_thread_loop_signal(node->loop, false);
 }
+
+/* A field of a negotiated format agrees with the offer when it is the offer's, or absent (0: unknown). */
+static int agrees(uint32_t negotiated, uint32_t offered) { return negotiated == 0 || negotiated == offered; }
 
 /* The consumers chose a format (ours: only one is ever offered) or dropped it. Buffers are asked for in one
  * block of GStreamer's default layout, with header and crop metadata. */
@@ -30,10 +46,19 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
     node->buffers = 0; /* the old ones go; frames wait for buffers of the new size */
     struct spa_video_info_raw info;
     uint32_t media_type, media_subtype;
+    const struct camera_format *offered = &node->offered;
+    memset(&info, 0, sizeof info);
+    /* Colorimetry and aspect too, where the format names them (a consumer that asks for none gets a format without
+     * them): a format left over from an offer that differed only in those would label frames wrongly. */
     if (param == NULL || spa_format_parse(param, &media_type, &media_subtype) < 0 ||
         media_type != SPA_MEDIA_TYPE_video || media_subtype != SPA_MEDIA_SUBTYPE_raw ||
-        spa_format_video_raw_parse(param, &info) < 0 || info.format != node->offered.spa_format ||
-        info.size.width != node->offered.width || info.size.height != node->offered.height) {
+        spa_format_video_raw_parse(param, &info) < 0 || info.format != offered->spa_format ||
+        info.size.width != offered->width || info.size.height != offered->height ||
+        !agrees(info.color_range, offered->color_range) || !agrees(info.color_matrix, offered->color_matrix) ||
+        !agrees(info.transfer_function, offered->transfer_function) ||
+        !agrees(info.color_primaries, offered->color_primaries) ||
+        (info.pixel_aspect_ratio.denom != 0 && (info.pixel_aspect_ratio.num != offered->aspect_num ||
+                                                info.pixel_aspect_ratio.denom != offered->aspect_den))) {
         pw_thread_loop_signal(node->loop, false);
         return;
     }
@@ -45,7 +70,8 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
         SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
         SPA_PARAM_BUFFERS_size, SPA_POD_Int((int32_t)node->offered.size),
         SPA_PARAM_BUFFERS_stride, SPA_POD_Int((int32_t)node->offered.stride[0]),
-        SPA_PARAM_BUFFERS_align, SPA_POD_Int(16));
+        SPA_PARAM_BUFFERS_align, SPA_POD_Int(16),
+        SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int((1 << SPA_DATA_MemFd) | (1 << SPA_DATA_MemPtr)));
     params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header),
         SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_header)));
@@ -61,18 +87,22 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
 static void on_trigger_done(void *data) {
     struct camera_node *node = data;
     __atomic_add_fetch(&node->triggers_done, 1, __ATOMIC_RELEASE);
+    pw_thread_loop_signal(node->loop, false);
 }
 
 static void on_add_buffer(void *data, struct pw_buffer *buffer) {
     struct camera_node *node = data;
     (void)buffer;
     node->buffers++;
+    note_readiness(node);
     pw_thread_loop_signal(node->loop, false);
 }
 
 static void on_remove_buffer(void *data, struct pw_buffer *buffer) {
     struct camera_node *node = data;
+    if (node->buffers > 0) node->buffers--;
     if (node->held == buffer) node->held = NULL;
+    note_readiness(node);
 }
 
 /* PipeWire went away (or refused us) before the node had a format: the stream alone would not say so. */
@@ -116,7 +146,9 @@ struct camera_node *camera_node_new(const char *node_name, const char *descripti
         PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, node_name, PW_KEY_NODE_DESCRIPTION, description, NULL);
     pw_thread_loop_lock(node->loop);
     /* Connected here rather than at the first format, so that a session without PipeWire fails at once. */
+    errno = 0;
     node->context = pw_context_new(pw_thread_loop_get_loop(node->loop), NULL, 0);
+    int context_error = errno;
     errno = 0;
     node->core = node->context ? pw_context_connect(node->context, NULL, 0) : NULL;
     int saved = errno;
@@ -128,6 +160,12 @@ struct camera_node *camera_node_new(const char *node_name, const char *descripti
         pw_properties_free(properties);
     }
     pw_thread_loop_unlock(node->loop);
+    if (node->context == NULL) {
+        snprintf(error, error_size, "PipeWire's client configuration or modules are missing (client.conf in pipewire-bin, "
+                 "libpipewire-0.3-modules): %s", strerror(context_error ? context_error : EIO));
+        camera_node_free(node);
+        return NULL;
+    }
     if (node->core == NULL) {
         snprintf(error, error_size, "cannot reach PipeWire (is it running in this session? XDG_RUNTIME_DIR=%s): %s",
                  getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR") : "(unset)", strerror(saved ? saved : EIO));
@@ -164,7 +202,7 @@ static const struct spa_pod *enum_format(struct spa_pod_builder *builder, const 
         SPA_FORMAT_VIDEO_format, SPA_POD_Id(format->spa_format),
         SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&SPA_RECTANGLE(format->width, format->height)),
         SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&SPA_FRACTION(rate_num, rate_den)),
-        SPA_FORMAT_VIDEO_pixelAspectRatio, SPA_POD_Rectangle(&SPA_RECTANGLE(format->aspect_num, format->aspect_den)),
+        SPA_FORMAT_VIDEO_pixelAspectRatio, SPA_POD_Fraction(&SPA_FRACTION(format->aspect_num, format->aspect_den)),
         SPA_FORMAT_VIDEO_colorRange, SPA_POD_Id(format->color_range), 0);
     if (rate_num == 0)
         spa_pod_builder_add(builder, SPA_FORMAT_VIDEO_maxFramerate,
@@ -211,7 +249,7 @@ int camera_node_offer(struct camera_node *node, const struct camera_format *form
     return result < 0 ? -1 : 0;
 }
 
-int camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns) {
+enum camera_negotiation camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns) {
     struct timespec deadline;
     pw_thread_loop_get_time(node->loop, &deadline, timeout_ns);
     pw_thread_loop_lock(node->loop);
@@ -219,18 +257,17 @@ int camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns) {
     while (!camera_node_ready(node) && node->failure[0] == 0 && node->awaiting &&
            pw_thread_loop_timed_wait_full(node->loop, &deadline) == 0) {
     }
-    int result = camera_node_ready(node);
-    int renegotiated = result && node->awaiting;
+    int ready = camera_node_ready(node), awaiting = node->awaiting;
     pw_thread_loop_unlock(node->loop);
+    if (!awaiting) return ready ? CAMERA_NEGOTIATED : CAMERA_NOBODY_LINKED;
+    if (!ready) return CAMERA_NOT_TAKEN;
     /* Ready here is ready on this side: a consumer still setting up its side of the new format lost the first
      * frame in it now and then. It is given 50 ms (a size change is rare; a frame that goes nowhere is worse). */
-    if (renegotiated) {
-        usleep(50000);
-        pw_thread_loop_lock(node->loop);
-        result = camera_node_ready(node);
-        pw_thread_loop_unlock(node->loop);
-    }
-    return result;
+    usleep(50000);
+    pw_thread_loop_lock(node->loop);
+    ready = camera_node_ready(node);
+    pw_thread_loop_unlock(node->loop);
+    return ready ? CAMERA_NEGOTIATED : CAMERA_NOT_TAKEN;
 }
 
 const char *camera_node_failure(struct camera_node *node, char *copy, size_t copy_size) {

@@ -33,7 +33,7 @@ typedef enum camera_fill_result (*camera_fill_fn)(void *context, const struct ca
 
 enum camera_send_result {
     CAMERA_SENT = 0,
-    CAMERA_NO_CONSUMER = 1,  /* nobody is linked (no format, no buffers): the frame goes nowhere */
+    CAMERA_NO_CONSUMER = 1,  /* nobody is linked, or the linked ones are still settling on a new format */
     CAMERA_BUSY = 2,         /* every buffer is still with the consumers: they are behind */
     CAMERA_OTHER_FORMAT = 3, /* the frame needs another format than the one negotiated */
     CAMERA_NOT_READ = 4,     /* fill failed */
@@ -56,9 +56,14 @@ void camera_node_free(struct camera_node *node);
 int camera_node_offer(struct camera_node *node, const struct camera_format *format, uint32_t rate_num,
                       uint32_t rate_den, char *error, size_t error_size);
 
-/* Waits up to `timeout_ns` for linked consumers to settle on the offered format; at once when none is linked.
- * Whether frames of the offered format can be sent now. */
-int camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns);
+enum camera_negotiation {
+    CAMERA_NEGOTIATED = 0,    /* frames of the offered format can go now */
+    CAMERA_NOBODY_LINKED = 1, /* nobody was linked when it was offered: frames go nowhere until someone links */
+    CAMERA_NOT_TAKEN = 2,     /* linked consumers did not settle on it in time */
+};
+
+/* Waits up to `timeout_ns` for linked consumers to settle on the offered format; at once when none is linked. */
+enum camera_negotiation camera_node_wait_negotiated(struct camera_node *node, int64_t timeout_ns);
 
 /* Whether consumers are linked and frames of the offered format can be sent now. */
 int camera_node_linked(struct camera_node *node);

@@ -95,6 +95,12 @@ int main(int argc, char **argv) {
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, NULL);
     sigaction(SIGTERM, &action, NULL);
+    /* A parent that blocks them (a test runner's threads do) passes the mask on: stopping must work all the same. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
 
     char error[512];
     camera.node = camera_node_new(node_name ? node_name : default_node, description ? description : default_description,

@@ -50,7 +50,7 @@ class Session:
     def __init__(self, directory):
         self.runtime = pathlib.Path(directory) / "runtime"
         self.runtime.mkdir(mode=0o700)
-        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(self.runtime),
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(self.runtime), PIPEWIRE_RUNTIME_DIR=str(self.runtime),
                         DBUS_SESSION_BUS_ADDRESS=f"unix:path={self.runtime}/bus", DISPLAY="", WAYLAND_DISPLAY="")
         log = open(pathlib.Path(directory) / "session.log", "w")
         self.children = [subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile",

@@ -32,8 +32,8 @@ if ! in_root gst-inspect-1.0 streamrecvsrc >"$work/inspect.txt" 2>&1; then
 fi
 say "installed $(basename "$gst_deb"): gst-inspect-1.0 finds" \
     "$(grep -m1 'Long-name' "$work/inspect.txt" | sed 's/ *Long-name *//')"
-# The camera's package: its Depends alone load libpipewire; `streamrecvctl camera` finds it in /usr/lib/streamrecvd
-# and, with no PipeWire in the root, says so (exit status 1).
+# The camera's package: its Depends alone load libpipewire, its modules and client configuration; `streamrecvctl
+# camera` finds it in /usr/lib/streamrecvd and, with no PipeWire running in the root, says so (exit status 1).
 camera_deb=$(ls dist/streamrecvd-camera_*_"$(dpkg --print-architecture)".deb | head -1)
 cp "$camera_deb" "$root/tmp/"
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \

@@ -64,7 +64,9 @@ final class PipeWireSession {
     private var children: [ChildProcess] = []
 
     var environment: [String: String] {
-        ["XDG_RUNTIME_DIR": runtimeDirectory.path,
+        // PIPEWIRE_RUNTIME_DIR goes before XDG_RUNTIME_DIR for PipeWire: set too, so that no PipeWire of the
+        // machine's own is reached instead.
+        ["XDG_RUNTIME_DIR": runtimeDirectory.path, "PIPEWIRE_RUNTIME_DIR": runtimeDirectory.path,
          "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtimeDirectory.path)/bus",
          "PIPEWIRE_REMOTE": "pipewire-0", "DISPLAY": "", "WAYLAND_DISPLAY": ""]
     }
