@@ -9,7 +9,8 @@ struct CameraCommand: ParsableCommand {
         commandName: "camera",
         abstract: "Offer a stream as a PipeWire camera (a Video/Source node named streamrecv-NAME).",
         discussion: """
-            OBS (PipeWire source), browsers with PipeWire camera support and pipewiresrc see the stream as a camera. \
+            For programs that take a PipeWire camera (OBS's PipeWire source, browsers with PipeWire camera support; \
+            tested with pipewiresrc and a libpipewire consumer). \
             Waits for the ring, follows size changes by renegotiating and daemon restarts by attaching again, and \
             sends each frame as soon as it is published: every frame while the consumers keep up, the newest once \
             they fall behind. Runs until SIGINT or SIGTERM; systemd/user/streamrecv-camera@.service runs it per \
