@@ -130,9 +130,9 @@ static int offer(struct camera *camera, const struct camera_format *format) {
             camera_say("offering %ux%u %s (variable frame rate)", format->width, format->height,
                 camera_spa_format_name(format->spa_format));
     }
-    if (camera_node_wait_negotiated(camera->node, 500000000LL) == CAMERA_NOT_TAKEN &&
+    if (camera_node_wait_negotiated(camera->node, 1000000000LL) == CAMERA_NOT_TAKEN &&
         warning_due(&camera->negotiation_warning))
-        camera_say("the linked consumers did not take %ux%u %s within 0.5 s: frames go nowhere until they do",
+        camera_say("the linked consumers did not take %ux%u %s within 1 s: frames go nowhere until they do",
                    format->width, format->height, camera_spa_format_name(format->spa_format));
     return 0;
 }
