@@ -109,7 +109,6 @@ int camera_format_from_slot(const struct streamrecv_shm_slot *slot, struct camer
         return -1;
     memset(format, 0, sizeof *format);
     format->spa_format = rule->spa_format;
-    format->pixel_format = rule->pixel_format;
     format->width = slot->width;
     format->height = slot->height;
     format->plane_count = rule->planes;

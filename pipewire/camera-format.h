@@ -13,7 +13,6 @@
 
 struct camera_format {
     uint32_t spa_format; /* enum spa_video_format */
-    uint32_t pixel_format; /* enum streamrecv_pixel_format it came from */
     uint32_t width;
     uint32_t height;
     uint32_t plane_count;

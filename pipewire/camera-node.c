@@ -278,13 +278,6 @@ const char *camera_node_failure(struct camera_node *node, char *copy, size_t cop
     return failed ? copy : NULL;
 }
 
-uint32_t camera_node_id(struct camera_node *node) {
-    pw_thread_loop_lock(node->loop);
-    uint32_t id = pw_stream_get_node_id(node->stream);
-    pw_thread_loop_unlock(node->loop);
-    return id;
-}
-
 int camera_node_ready(const struct camera_node *node) {
     return node->negotiated && node->buffers > 0 && node->state == PW_STREAM_STATE_STREAMING;
 }

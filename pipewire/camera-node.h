@@ -81,9 +81,6 @@ void camera_node_settle(struct camera_node *node, int64_t timeout_ns);
 /* Why the node no longer works (PipeWire went away, or refused it), or NULL while it works. */
 const char *camera_node_failure(struct camera_node *node, char *copy, size_t copy_size);
 
-/* The PipeWire object id of the node once it exists, else 0xffffffff. */
-uint32_t camera_node_id(struct camera_node *node);
-
 void camera_node_counters(struct camera_node *node, struct camera_node_counters *counters);
 
 #endif

@@ -113,9 +113,10 @@ int main(int argc, char **argv) {
     int status = camera_follow(&camera);
     struct camera_node_counters counters;
     camera_node_counters(camera.node, &counters);
-    camera_say("sent %llu frames, skipped %llu (consumers busy %llu times), formats negotiated %llu",
-        (unsigned long long)counters.sent, (unsigned long long)camera.skipped, (unsigned long long)counters.busy,
-        (unsigned long long)counters.negotiations);
+    camera_say("sent %llu frames, skipped %llu (consumers busy %llu times, slow to finish a frame %llu times), "
+               "formats negotiated %llu", (unsigned long long)counters.sent, (unsigned long long)camera.skipped,
+               (unsigned long long)counters.busy, (unsigned long long)counters.settle_timeouts,
+               (unsigned long long)counters.negotiations);
     if (camera.attached) ring_detach(&camera.ring);
     camera_node_free(camera.node);
     return status;

@@ -3,65 +3,39 @@ import Glibc
 import StreamrecvTestSupport
 import Testing
 
-/// `gst-launch-1.0` with the streamrecvsrc plugin this tree built (`make gst-plugin`), as its own process, with a
-/// registry of its own. `-v -m`: caps, identity's per-buffer lines and bus messages go to `output`.
+/// `gst-launch-1.0` with the streamrecvsrc plugin this tree built (`make gst-plugin`), as its own process
+/// (`ChildProcess`: stoppable as a user stops it), with a registry of its own. `-v -m`: caps, identity's per-buffer
+/// lines and bus messages go to `output`.
 final class GstLaunch {
     static let pluginFolder = TestEnvironment.repositoryRoot.appendingPathComponent(".build/gstreamer").path
-    let process = Process()
-    private let outputPath: String
-    private let errorPath: String
+    private let child: ChildProcess
 
-    init(_ pipeline: String, directory: URL) throws {
+    /// - Parameter environment: added to the plugin path, registry and debug settings (e.g. a PipeWire session's).
+    init(_ pipeline: String, directory: URL, environment: [String: String] = [:]) throws {
         guard FileManager.default.fileExists(atPath: Self.pluginFolder + "/libgststreamrecv.so") else {
             throw HarnessError(description: "\(Self.pluginFolder)/libgststreamrecv.so is missing: run make gst-plugin")
         }
-        let tag = UUID().uuidString.prefix(8)
-        outputPath = directory.appendingPathComponent("gst-\(tag).out").path
-        errorPath = directory.appendingPathComponent("gst-\(tag).err").path
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        // Through python3 to clear the signal mask the test runner's threads pass on: with SIGINT blocked,
-        // gst-launch could not be stopped the way a user stops it.
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-                             + "os.execv(sys.argv[1], sys.argv[1:])", "/usr/bin/gst-launch-1.0", "-v", "-m"]
-            + pipeline.split(separator: " ").map(String.init)
-        var environment = ProcessInfo.processInfo.environment
-        environment["GST_PLUGIN_PATH"] = Self.pluginFolder
-        environment["GST_REGISTRY"] = directory.appendingPathComponent("registry-\(tag).bin").path
-        environment["GST_DEBUG"] = "streamrecvsrc:4"
-        environment["GST_DEBUG_NO_COLOR"] = "1"
-        process.environment = environment
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        try process.run()
+        let settings = ["GST_PLUGIN_PATH": Self.pluginFolder,
+                        "GST_REGISTRY": directory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).bin").path,
+                        "GST_DEBUG": "streamrecvsrc:4", "GST_DEBUG_NO_COLOR": "1"]
+        child = try ChildProcess("/usr/bin/gst-launch-1.0", ["-v", "-m"] + pipeline.split(separator: " ").map(String.init),
+                                 environment: settings.merging(environment) { $1 }, directory: directory, label: "gst")
     }
 
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-    }
-
-    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
-    var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+    var process: Process { child.process }
+    var output: String { child.output }
+    var errors: String { child.errors }
 
     /// Waits until the element has attached to its ring (it says so at INFO level), or the process ended.
     func waitUntilAttached(timeout: Double = 20) -> Bool {
         waitFor(timeout: timeout) { self.errors.contains("attached to") }
     }
 
-    func waitFor(timeout: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            if !process.isRunning { return condition() }
-            usleep(20_000)
-        }
-        return false
-    }
+    func waitFor(timeout: Double, _ condition: () -> Bool) -> Bool { child.waitFor(timeout: timeout, condition) }
 
     /// Waits for the exit (terminating the process after `timeout`); returns its status.
     func finish(timeout: Double = 30) -> Int32 {
-        if !waitFor(timeout: timeout, { !self.process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
+        if !waitFor(timeout: timeout, { !self.process.isRunning }) { child.kill(signal: SIGKILL) }
         process.waitUntilExit()
         return process.terminationStatus
     }

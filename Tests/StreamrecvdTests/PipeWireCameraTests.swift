@@ -19,6 +19,18 @@ import Testing
         return binary
     }
 
+    /// A daemon whose ring already has `warmUp`'s frames (the camera's node shows once it knows the format), and
+    /// `streamrecvctl camera` on it in `session`, offering 320x240 NV12.
+    static func daemonAndCamera(label: String, warmUp: String, cameraArguments: [String] = [], session: PipeWireSession,
+                                directory: URL) throws -> (DaemonProcess, ChildProcess) {
+        let daemon = try DaemonProcess(label: label, settings: ["max_width": "320", "max_height": "240", "slots": "16"])
+        try runChecked(tool("streamrecvctl"), ["send", warmUp, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
+        let camera = try ChildProcess(tool("streamrecvctl"), ["camera", daemon.name] + cameraArguments,
+                                      environment: session.environment, directory: directory, label: "camera")
+        #expect(camera.waitFor(timeout: 20) { camera.errors.contains("offering 320x240 NV12") }, "\(camera.errors)")
+        return (daemon, camera)
+    }
+
     /// Frames a reader printed, one JSON object per line.
     static func frames(_ output: String) -> [[String: Any]] {
         output.split(separator: "\n").compactMap {
@@ -45,12 +57,8 @@ import Testing
         let session = try PipeWireSession(directory: directory)
         let clip = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 60, in: directory, name: "clip.h264").path
         let reference = try ffmpegNV12MD5s(clip)
-        let daemon = try DaemonProcess(label: "pwcam", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
         // A first pass gives the ring its format: the node shows once the camera knows what it offers.
-        try runChecked(tool("streamrecvctl"), ["send", clip, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
-        let camera = try ChildProcess(tool("streamrecvctl"), ["camera", daemon.name], environment: session.environment,
-                                      directory: directory, label: "camera")
-        #expect(camera.waitFor(timeout: 20) { camera.errors.contains("offering 320x240 NV12") }, "\(camera.errors)")
+        let (daemon, camera) = try Self.daemonAndCamera(label: "pwcam", warmUp: clip, session: session, directory: directory)
         let node = "streamrecv-\(daemon.name)"
         var properties: [String: Any]?
         _ = camera.waitFor(timeout: 10) {
@@ -85,11 +93,8 @@ import Testing
         let both = directory.appendingPathComponent("both.h264")
         try (try Data(contentsOf: URL(fileURLWithPath: large)) + Data(contentsOf: URL(fileURLWithPath: small))).write(to: both)
         let reference = try ffmpegNV12MD5s(large) + ffmpegNV12MD5s(small) + ffmpegNV12MD5s(large)
-        let daemon = try DaemonProcess(label: "pwcamsize", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
-        try runChecked(tool("streamrecvctl"), ["send", large, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
-        let camera = try ChildProcess(tool("streamrecvctl"), ["camera", daemon.name, "--rate", "30"],
-                                      environment: session.environment, directory: directory, label: "camera")
-        #expect(camera.waitFor(timeout: 20) { camera.errors.contains("offering 320x240") }, "\(camera.errors)")
+        let (daemon, camera) = try Self.daemonAndCamera(label: "pwcamsize", warmUp: large, cameraArguments: ["--rate", "30"],
+                                                         session: session, directory: directory)
         let node = "streamrecv-\(daemon.name)"
         let reader = try ChildProcess(consumer, [node, "90", "90"], environment: session.environment,
                                       directory: directory, label: "consumer")
@@ -134,13 +139,9 @@ import Testing
         let daemon = try DaemonProcess(label: "pwsink", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
         try runChecked(tool("streamrecvctl"), ["send", clip, "tcp://127.0.0.1:\(daemon.port)", "--rate", "200"])
         let node = "gst-\(daemon.name)"
-        let environment = session.environment.merging(
-            ["GST_PLUGIN_PATH": GstLaunch.pluginFolder,
-             "GST_REGISTRY": directory.appendingPathComponent("registry.bin").path]) { $1 }
-        let gst = try ChildProcess("/usr/bin/gst-launch-1.0", ["streamrecvsrc", "stream=\(daemon.name)", "mode=newest", "!",
-                                                               "pipewiresink", "mode=provide",
-                                                               "stream-properties=p,media.class=Video/Source,node.name=\(node)"],
-                                   environment: environment, directory: directory, label: "gst")
+        let gst = try GstLaunch("streamrecvsrc stream=\(daemon.name) mode=newest ! pipewiresink mode=provide "
+                                + "stream-properties=p,media.class=Video/Source,node.name=\(node)",
+                                directory: directory, environment: session.environment)
         #expect(gst.waitFor(timeout: 20) { (try? session.nodes().contains { $0["node.name"] as? String == node }) == true },
                 "\(gst.errors.suffix(1500))")
         let reader = try ChildProcess(consumer, [node, "-1", "60"], environment: session.environment,
@@ -154,7 +155,8 @@ import Testing
         let positions = Self.frames(reader.output).compactMap { $0["md5"] as? String }.map { reference.firstIndex(of: $0) }
         #expect(positions.allSatisfy { $0 != nil } && zip(positions, positions.dropFirst()).allSatisfy { $0! < $1! },
                 "\(positions)")
-        #expect(gst.stop(signal: SIGINT) == 0, "\(gst.errors.suffix(1500))")
+        gst.process.interrupt()
+        #expect(gst.finish(timeout: 10) == 0, "\(gst.errors.suffix(1500))")
     }
 
     /// The one-block layout of every format PipeWire has a name for is GStreamer's (22 470 formats and sizes, odd
@@ -173,6 +175,17 @@ import Testing
                               "-I", root.appendingPathComponent("Sources/CFrameRing/include").path, "-o", binary] + flags)
         let result = try runProcess(binary, [])
         #expect(result.status == 0 && result.text.contains("0 differ from GStreamer's"), "\(result.text)")
+    }
+
+    /// PipeWire going away under a running camera ends it with status 1 (its user unit starts it again with PipeWire).
+    @Test func whenPipeWireGoesAwayItSaysSoAndExits1() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let session = try PipeWireSession(directory: directory)
+        let clip = try GeneratedStreams.encode(codec: "h264", size: "320x240", frames: 10, in: directory, name: "clip.h264").path
+        let (_, camera) = try Self.daemonAndCamera(label: "pwgone", warmUp: clip, session: session, directory: directory)
+        session.stopPipeWire()
+        #expect(camera.waitFor(timeout: 10) { !camera.process.isRunning }, "\(camera.errors)")
+        #expect(camera.stop() == 1 && camera.errors.contains("PipeWire closed the connection"), "\(camera.errors)")
     }
 
     /// Without PipeWire the camera says so and exits 1; a bad option is a usage error (2).

@@ -95,6 +95,9 @@ final class PipeWireSession {
 
     deinit { for child in children.reversed() { _ = child.stop(signal: SIGKILL) } }
 
+    /// PipeWire goes away (as when a user's session ends), WirePlumber and the bus stay.
+    func stopPipeWire() { _ = children[1].stop(signal: SIGKILL) }
+
     /// A PipeWire tool (pw-cli, pw-dump) in this session.
     func run(_ tool: String, _ arguments: [String]) throws -> ProcessResult {
         try runProcess("/usr/bin/env", environment.map { "\($0.key)=\($0.value)" } + [tool] + arguments)
