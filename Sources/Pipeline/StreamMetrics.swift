@@ -18,7 +18,8 @@ final class StreamMetrics: Sendable {
         case slotCapacity = "slot_capacity"
         /// The shared-memory object vanished and could not be re-created.
         case ringUnavailable = "ring_unavailable"
-        /// The larger ring the frame needs was still being made after half a second.
+        /// The larger ring the frame needs was still being made after half a second, and no more frames could be
+        /// held for it (`HeldFrames`).
         case awaitingRing = "awaiting_ring"
         /// Its pixels could not be written into the slot (a failed GPU download).
         case writeFailed = "write_failed"

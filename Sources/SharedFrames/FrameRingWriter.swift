@@ -87,7 +87,7 @@ public enum PublishOutcome: Sendable, Equatable {
     /// `fill` could not write the pixels: nothing was published.
     case unfilled
     /// The larger object this frame needs is still being made (`FrameRingWriter.longestWaitForRing`): the frame
-    /// is not published.
+    /// is not published (yet: the caller may hold it and try again).
     case awaitingRing
 }
 

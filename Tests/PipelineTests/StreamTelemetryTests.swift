@@ -20,16 +20,18 @@ final class RingFixture {
     let metrics: StreamMetrics
     let snapshot = NIOLockedValueBox(StreamSnapshot())
 
-    init(maxWidth: Int = 64, maxHeight: Int = 48, sizeLimit: Int? = nil) throws {
-        publisher = FramePublisher(writer: try FrameRingWriter(configuration: FrameRingConfiguration(
-            shmName: name, streamName: "stage", slotCount: 4, maxWidth: maxWidth, maxHeight: maxHeight, sizeLimit: sizeLimit)),
-            output: .auto)
+    /// `makingDelay`: each new ring object is made this many nanoseconds late, as a large one is on a loaded machine.
+    init(maxWidth: Int = 64, maxHeight: Int = 48, sizeLimit: Int? = nil, slots: Int = 4, makingDelay: UInt64 = 0) throws {
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "stage", slotCount: slots, maxWidth: maxWidth, maxHeight: maxHeight, sizeLimit: sizeLimit))
+        writer.objectMakingDelay = makingDelay
+        publisher = FramePublisher(writer: writer, output: .auto)
         reader = try FrameRingReader(shmName: name)
         metrics = StreamMetrics(stream: "stage", factory: MetricsServer.factory(registry: registry))
     }
 
     deinit {
-        publisher.close(removingName: false)
+        publisher.close(removingName: false) { _ in }
         shm_unlink("/" + name)
     }
 

@@ -140,28 +140,48 @@ extension DecodeSession {
             if meta?.errorsBeforeParts != nil { noteLoss(at: annexB.bytesIn) }
         }
         let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
-        switch publisher.publish(frame, metadata: metadata) {
-        case .success(let layout):
-            telemetry.published(width: layout.width, height: layout.height, corrupt: flags.contains(.corrupt), completedAt: meta?.timeComplete,
-                                decodedAt: decodedAt)
-        case .failure(let refusal):
+        publisher.publish(frame, metadata: metadata) { outcome in
+            report(outcome)
+            // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in
+            // software (this frame included).
+            if case .dropped(.writeFailed(let why), _, _) = outcome, frame.isHardware {
+                decoder.reportHardwareFailure("GPU frame download failed: \(why)")
+            }
+        }
+    }
+
+    /// Frames held for their ring go into it once it is made (called every few milliseconds while there are some).
+    func publishHeldFrames() {
+        publisher.publishHeld(report: report)
+    }
+
+    /// Counts, logs and measures what became of a frame.
+    func report(_ outcome: FramePublisher.Outcome) {
+        let now = MonotonicClock.nanoseconds()
+        switch outcome {
+        case .published(let layout, let metadata, let late):
+            let completedAt = metadata.timeAccessUnitComplete == 0 ? nil : metadata.timeAccessUnitComplete
+            // How long writing a frame takes is measured on frames written as they were decoded.
+            telemetry.published(width: layout.width, height: layout.height, corrupt: metadata.flags.contains(.corrupt),
+                                completedAt: completedAt, decodedAt: late ? nil : metadata.timeDecoded)
+        case .held(let layout, let count):
+            telemetry.log(.notice, key: "held", now: now,
+                          "\(layout.width)x\(layout.height) frames held until their larger ring is made (\(count) now; decoding goes on)")
+        case .dropped(let refusal, let width, let height):
             telemetry.dropped(refusal.dropReason)
             switch refusal {
             case .pixelFormat(let name):
-                telemetry.log(.error, key: "pixel-format", now: decodedAt, "frame in pixel format \(name) cannot be published; dropped")
+                telemetry.log(.error, key: "pixel-format", now: now, "frame in pixel format \(name) cannot be published; dropped")
             case .slotCapacity(let format, let needed, let limit):
-                telemetry.log(.error, key: "slot-capacity", now: decodedAt,
-                              "\(frame.width)x\(frame.height) \(format) frames need \(needed) bytes each: 2 slots exceed ring_size_limit (\(limit) bytes); dropped")
+                telemetry.log(.error, key: "slot-capacity", now: now,
+                              "\(width)x\(height) \(format) frames need \(needed) bytes each: 2 slots exceed ring_size_limit (\(limit) bytes); dropped")
             case .ringUnavailable:
                 break  // The ring's own events say why (RingEventReporter).
             case .awaitingRing:
-                telemetry.log(.warning, key: "awaiting-ring", now: decodedAt,
-                              "\(frame.width)x\(frame.height) frame dropped: its larger ring is still being made (decoding goes on)")
+                telemetry.log(.warning, key: "awaiting-ring", now: now,
+                              "\(width)x\(height) frame dropped: its larger ring is still being made and no more frames can be held for it (decoding goes on)")
             case .writeFailed(let why):
-                telemetry.log(.error, key: "write", now: decodedAt, "frame could not be written: \(why); dropped")
-                // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in
-                // software (this frame included).
-                if frame.isHardware { decoder.reportHardwareFailure("GPU frame download failed: \(why)") }
+                telemetry.log(.error, key: "write", now: now, "frame could not be written: \(why); dropped")
             }
         }
     }

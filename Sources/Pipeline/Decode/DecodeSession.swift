@@ -77,8 +77,10 @@ final class DecodeSession {
                 releaseLingeringDecoder(now: now)
                 nextRingCheck = now + 1_000_000_000
             }
-            let next = worker.queue.pop(deadline: nextRingCheck)
+            // Frames held for a ring being made go into it within milliseconds of its being made.
+            let next = worker.queue.pop(deadline: publisher.holdsFrames ? min(nextRingCheck, now + 5_000_000) : nextRingCheck)
             worker.snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
+            if publisher.holdsFrames { publishHeldFrames() }
             guard let (work, remaining) = next else { continue }
             worker.drained(to: remaining)
             switch work {
@@ -115,7 +117,7 @@ final class DecodeSession {
             case .stop(let removingRing):
                 if connection != nil { end(reason: .daemonStopping) }
                 telemetry.setState(.stopped)
-                publisher.close(removingName: removingRing)
+                publisher.close(removingName: removingRing, report: report)
                 break loop
             }
         }

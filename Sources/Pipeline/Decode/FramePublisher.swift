@@ -34,14 +34,17 @@ final class FramePublisher {
 
     private let writer: FrameRingWriter
     let output: DecoderConfiguration.OutputMode
-    /// The next frame published follows a gap: a frame not published, a new sender, a decoder reset.
+    /// The next frame published (or held) follows a gap: a frame not published, a new sender, a decoder reset.
     private(set) var discontinuity = true
     /// The layout of the last frame published (it owns an array: rebuilt only when the format changes).
     private var lastLayout: FrameLayout?
+    /// Frames waiting for the larger ring they need.
+    private let held: HeldFrames
 
     init(writer: FrameRingWriter, output: DecoderConfiguration.OutputMode) {
         self.writer = writer
         self.output = output
+        held = HeldFrames(countLimit: writer.configuration.slotCount - 1)
     }
 
     func markDiscontinuity() { discontinuity = true }
@@ -56,8 +59,13 @@ final class FramePublisher {
     /// The clock of the pts the frames carry (90 kHz for RTP and MPEG-TS).
     func setPTSClockRate(_ rate: UInt32) { writer.setPTSClockRate(rate) }
 
-    /// The stream ends: the ring is marked stopped and let go (its name removed when the stream is).
-    func close(removingName: Bool) { writer.close(removingName: removingName) }
+    /// The stream ends: the ring is marked stopped and let go (its name removed when the stream is). Frames still
+    /// held for a ring that never came are let go with it.
+    func close(removingName: Bool, report: (Outcome) -> Void) {
+        if !held.isEmpty { publishHeld(report: report) }
+        while !held.isEmpty { held.removeFirst { report(.dropped(.awaitingRing, width: $0.layout.width, height: $0.layout.height)) } }
+        writer.close(removingName: removingName)
+    }
 
     /// The ring's name is checked once a second: someone may remove or shrink it.
     func checkRing(now: UInt64) { writer.checkName(now: now) }
@@ -80,20 +88,31 @@ final class FramePublisher {
         writer.prepare(for: FrameLayout(format: planar, width: format.codedWidth, height: format.codedHeight))
     }
 
-    /// Writes `frame` into the next slot with `metadata` (its flags gain the discontinuity flag after a gap).
-    /// Never a frame with pixels that are not its own: on any refusal nothing is published and the next frame
-    /// marks the gap.
-    func publish(_ frame: DecodedFrame, metadata: FrameMetadata) -> Result<FrameLayout, Refusal> {
+    /// What became of a frame (or of one held earlier).
+    enum Outcome {
+        /// In the ring; `late`: it was held while its ring was made.
+        case published(FrameLayout, FrameMetadata, late: Bool)
+        /// Kept until its larger ring is made (`HeldFrames`).
+        case held(FrameLayout, count: Int)
+        case dropped(Refusal, width: Int, height: Int)
+    }
+
+    /// Writes `frame` into the next slot with `metadata` (its flags gain the discontinuity flag after a gap), after
+    /// the frames held before it; kept in order while its larger ring is being made. Never a frame with pixels that
+    /// are not its own: on any refusal nothing is published and the next frame marks the gap.
+    func publish(_ frame: DecodedFrame, metadata: FrameMetadata, report: (Outcome) -> Void) {
         guard let format = frame.outputFormat(output) else {
             discontinuity = true
-            return .failure(.pixelFormat(frame.decoderPixelFormatName))
+            return report(.dropped(.pixelFormat(frame.decoderPixelFormatName), width: frame.width, height: frame.height))
         }
-        var metadata = metadata
-        if discontinuity { metadata.flags.insert(.discontinuity) }
         if lastLayout.map({ $0.format != format || $0.width != frame.width || $0.height != frame.height }) ?? true {
             lastLayout = FrameLayout(format: format, width: frame.width, height: frame.height)
         }
         let layout = lastLayout!
+        if !held.isEmpty { publishHeld(report: report) }
+        guard held.isEmpty else { return hold(frame, layout: layout, metadata: metadata, report: report) }
+        var metadata = metadata
+        if discontinuity { metadata.flags.insert(.discontinuity) }
         var failure: DecoderError?
         let outcome = writer.publishChecked(layout: layout, metadata: metadata) { destination, layout in
             do throws(DecoderError) {
@@ -104,23 +123,76 @@ final class FramePublisher {
                 return false
             }
         }
+        if case .awaitingRing = outcome { return hold(frame, layout: layout, metadata: metadata, report: report) }
+        report(settle(outcome, layout: layout, metadata: metadata, late: false, failure: failure))
+    }
+
+    /// Whether frames wait for their ring (the decode thread then looks for it every few milliseconds).
+    var holdsFrames: Bool { !held.isEmpty }
+
+    /// Publishes the frames held, in order, as far as their ring is there; all are let go if it cannot be made.
+    func publishHeld(report: (Outcome) -> Void) {
+        while let frame = held.first {
+            let outcome = writer.publishChecked(layout: frame.layout, metadata: frame.metadata) { destination, layout in
+                destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: frame.pixels[..<layout.byteCount]))
+                return true
+            }
+            if case .awaitingRing = outcome { return }
+            held.removeFirst()
+            let settled = settle(outcome, layout: frame.layout, metadata: frame.metadata, late: true, failure: nil)
+            report(settled)
+            if case .dropped(let refusal, _, _) = settled {
+                while !held.isEmpty { held.removeFirst { report(.dropped(refusal, width: $0.layout.width, height: $0.layout.height)) } }
+            }
+        }
+    }
+
+    /// Keeps `frame` until its ring is made, letting the oldest kept go when there is no room.
+    private func hold(_ frame: DecodedFrame, layout: FrameLayout, metadata: FrameMetadata, report: (Outcome) -> Void) {
+        guard held.canEverHold(layout.byteCount) else {
+            discontinuity = true
+            return report(.dropped(.awaitingRing, width: layout.width, height: layout.height))
+        }
+        while !held.hasRoom(for: layout.byteCount) {
+            held.removeFirst { report(.dropped(.awaitingRing, width: $0.layout.width, height: $0.layout.height)) }
+            held.markFirstDiscontinuous()
+            if held.isEmpty { discontinuity = true }
+        }
+        var metadata = metadata
+        if discontinuity { metadata.flags.insert(.discontinuity) }
+        var failure: DecoderError?
+        let kept = held.append(layout: layout, metadata: metadata) { pixels in
+            do throws(DecoderError) {
+                try frame.write(into: pixels, layout: layout)
+                return true
+            } catch {
+                failure = error
+                return false
+            }
+        }
+        guard kept else {
+            discontinuity = true
+            return report(.dropped(.writeFailed(failure.map { "\($0)" } ?? "unknown"), width: layout.width, height: layout.height))
+        }
+        discontinuity = false
+        report(.held(layout, count: held.count))
+    }
+
+    /// A publication's outcome as the session sees it (the discontinuity flag is owed after any refusal).
+    private func settle(_ outcome: PublishOutcome, layout: FrameLayout, metadata: FrameMetadata, late: Bool,
+                        failure: DecoderError?) -> Outcome {
+        let refusal: Refusal
         switch outcome {
         case .published:
-            discontinuity = false
-            return .success(layout)
-        case .refused(let needed, let limit):
-            discontinuity = true
-            return .failure(.slotCapacity(format, needed: needed, limit: limit))
-        case .unavailable:
-            discontinuity = true
-            return .failure(.ringUnavailable)
-        case .unfilled:
-            discontinuity = true
-            return .failure(.writeFailed(failure.map { "\($0)" } ?? "unknown"))
-        case .awaitingRing:
-            discontinuity = true
-            return .failure(.awaitingRing)
+            if !late { discontinuity = false }
+            return .published(layout, metadata, late: late)
+        case .refused(let needed, let limit): refusal = .slotCapacity(layout.format, needed: needed, limit: limit)
+        case .unavailable: refusal = .ringUnavailable
+        case .unfilled: refusal = .writeFailed(failure.map { "\($0)" } ?? "unknown")
+        case .awaitingRing: refusal = .awaitingRing
         }
+        discontinuity = true
+        return .dropped(refusal, width: layout.width, height: layout.height)
     }
 
     /// The metadata a frame carries: timing, orientation, colour, and the visible rectangle (libavcodec applied
