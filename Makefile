@@ -26,6 +26,10 @@ GST_PACKAGES := libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
 # The PipeWire camera (make camera): streamrecv-camera, which `streamrecvctl camera` runs; C, against libpipewire.
 CAMERA := .build/pipewire/streamrecv-camera
 CAMERA_PACKAGES := libpipewire-0.3-dev
+# The viewer window (make viewer): streamrecv-view, which `streamrecvctl view` runs; C, SDL2 (X11 and Wayland) and
+# OpenGL 3.3 through libglvnd, its overlay's text through SDL_ttf in DejaVu Sans Mono.
+VIEWER := .build/viewer/streamrecv-view
+VIEWER_PACKAGES := libsdl2-dev libsdl2-ttf-dev libgl-dev fonts-dejavu-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG := etc/streamrecvd/streamrecvd.toml
 
@@ -40,7 +44,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Release binaries carry the Swift runtime (linked statically): they run where Swift is not installed.
 SWIFT_BUILD = swift build -c $(CONFIGURATION) $(if $(filter release,$(CONFIGURATION)),--static-swift-stdlib -Xlinker -z -Xlinker now)
 
-.PHONY: deps test check run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin camera
+.PHONY: deps test check run bench clean install build soak fuzz deb bundle gpu-kit test-systemd gst-plugin camera viewer
 
 ## deps: install missing apt packages (idempotent: does nothing when all are present)
 deps:
@@ -69,12 +73,14 @@ check:
 # builds the clock drawn on the shared screen (scripts/screen-clock.c: RealScreenShareTests, make bench). PipeWire,
 # WirePlumber and a D-Bus session bus (which WirePlumber needs) are the camera's session in PipeWireCameraTests, with
 # pipewiresrc (gstreamer1.0-pipewire) and scripts/pipewire-camera-consumer.c (libpipewire, libssl's md5) reading it.
+# The viewer (ViewerTests) runs on Xvfb with Openbox as its window manager (fullscreen is a window manager's to grant).
 test: APT_PACKAGES += debhelper dpkg-dev lintian debootstrap $(BUNDLE_PACKAGES) $(GST_PACKAGES) python3-gi gir1.2-gst-rtsp-server-1.0 \
 	vlc-bin vlc-plugin-base chromium python3-aiortc python3-opencv xvfb xdotool fonts-dejavu-core python3-numpy libx11-dev \
-	$(CAMERA_PACKAGES) pipewire pipewire-bin wireplumber dbus-daemon gstreamer1.0-pipewire
+	$(CAMERA_PACKAGES) pipewire pipewire-bin wireplumber dbus-daemon gstreamer1.0-pipewire $(VIEWER_PACKAGES) openbox
 test: deps
 	$(MAKE) gst-plugin
 	$(MAKE) camera
+	$(MAKE) viewer
 	swift build --build-tests
 	swift test --disable-xctest
 	# The system's Python: the one the apt packages (numpy, OpenCV) are for, whatever else is first on PATH.
@@ -125,8 +131,8 @@ build: deps
 
 ## deb: dist/streamrecvd_VERSION_ARCH.deb, plus streamrecvd-dev, python3-streamrecv, gstreamer1.0-streamrecv and
 ## streamrecvd-camera (debhelper, lintian)
-deb: APT_PACKAGES += debhelper dpkg-dev lintian $(GST_PACKAGES) $(CAMERA_PACKAGES)
-deb: build gst-plugin camera
+deb: APT_PACKAGES += debhelper dpkg-dev lintian $(GST_PACKAGES) $(CAMERA_PACKAGES) $(VIEWER_PACKAGES)
+deb: build gst-plugin camera viewer
 	scripts/make-deb.sh
 
 ## bundle: dist/streamrecvd-VERSION-linux-ARCH.tar.xz, self-contained (a minimal FFmpeg built from Debian's source,
@@ -162,11 +168,21 @@ camera: deps
 		pipewire/streamrecv-camera.c pipewire/camera-format.c pipewire/camera-node.c pipewire/camera-send.c pipewire/camera-follow.c gstreamer/ring-reader.c \
 		-o $(CAMERA) $$(pkg-config --libs libpipewire-0.3)
 
+## viewer: .build/viewer/streamrecv-view, the window `streamrecvctl view` runs (C: SDL2, OpenGL 3.3, SDL_ttf, and
+## streamrecv_shm.h, reading the ring as the GStreamer element does)
+viewer: APT_PACKAGES += $(VIEWER_PACKAGES)
+viewer: deps
+	mkdir -p .build/viewer
+	cc -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_FORTIFY_SOURCE=2 -Wl,-z,now -Wl,-z,relro \
+		-I Sources/CFrameRing/include -I gstreamer $$(pkg-config --cflags sdl2 SDL2_ttf) \
+		viewer/streamrecv-view.c viewer/view-source.c viewer/view-render.c viewer/view-picture.c viewer/view-overlay.c \
+		gstreamer/ring-reader.c -o $(VIEWER) $$(pkg-config --libs sdl2 SDL2_ttf) -lGL -lm -lpthread
+
 ## install: binaries, systemd units, default configuration (kept if present), C header, man pages, Python reader,
-## the GStreamer element (into GStreamer's plugin folder for PREFIX) and the PipeWire camera with its user unit
-## (with NO_BUILD=1 those two only when they were built)
+## the GStreamer element (into GStreamer's plugin folder for PREFIX), the PipeWire camera with its user unit and the
+## viewer (with NO_BUILD=1 those three only when they were built)
 GST_PLUGIN_DIR ?= $(PREFIX)/lib/$(shell gcc -print-multiarch)/gstreamer-1.0
-install: $(if $(NO_BUILD),,build gst-plugin camera)
+install: $(if $(NO_BUILD),,build gst-plugin camera viewer)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 		$(DESTDIR)$(SYSCONFDIR)/streamrecvd $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
@@ -206,6 +222,9 @@ install: $(if $(NO_BUILD),,build gst-plugin camera)
 		install -m 0755 $(CAMERA) $(DESTDIR)$(PREFIX)/lib/streamrecvd/ && \
 		sed -e 's|/usr/bin/streamrecvctl|$(PREFIX)/bin/streamrecvctl|g' systemd/user/streamrecv-camera@.service \
 			> $(DESTDIR)$(PREFIX)/lib/systemd/user/streamrecv-camera@.service; \
+	fi
+	if [ -e $(VIEWER) ]; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/streamrecvd && install -m 0755 $(VIEWER) $(DESTDIR)$(PREFIX)/lib/streamrecvd/; \
 	fi
 
 clean:

@@ -2,8 +2,7 @@ import ArgumentParser
 import Glibc
 
 /// `streamrecvctl camera NAME`: the stream as a PipeWire camera. The work is done by `streamrecv-camera`, a small C
-/// program beside this one, so that streamrecvctl itself does not need libpipewire on machines without PipeWire
-/// (servers, the tarball's clean roots); this command finds it and replaces itself with it.
+/// program against libpipewire (`HelperProgram`).
 struct CameraCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "camera",
@@ -30,36 +29,16 @@ struct CameraCommand: ParsableCommand {
     @Option(help: "The frame rate to announce, N or N/D (default: measured from the frames' arrival).")
     var rate: String?
 
+    static let helper = HelperProgram(name: "streamrecv-camera", source: "the streamrecvd-camera package, or `make camera` in a source tree",
+                                      buildDirectory: "pipewire")
+
     func run() throws {
-        guard let helper = Self.helperPath() else {
-            printError("streamrecvctl: streamrecv-camera is not installed (looked in \(Self.candidates().joined(separator: ", "))): "
-                       + "it comes with the streamrecvd-camera package, or `make camera` in a source tree")
-            throw ExitCode(1)
-        }
-        var arguments = [helper]
+        var arguments: [String] = []
         if let shm = stream.shm { arguments += ["--shm", shm] }
         if let nodeName { arguments += ["--node-name", nodeName] }
         if let description { arguments += ["--description", description] }
         if let rate { arguments += ["--rate", rate] }
         if let name = stream.name { arguments.append(name) }
-        let pointers = arguments.map { strdup($0) } + [nil]
-        execv(helper, pointers)
-        printError("streamrecvctl: cannot run \(helper): \(String(cString: strerror(errno)))")
-        throw ExitCode(1)
+        try Self.helper.exec(arguments)
     }
-
-    /// Beside this executable (a tarball's bin/), in ../lib/streamrecvd (the package's /usr/lib/streamrecvd),
-    /// or a source tree's .build/pipewire (this executable is .build/TRIPLE/debug/streamrecvctl once the
-    /// .build/debug link is resolved).
-    static func candidates() -> [String] {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return [] }
-        let executable = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let directory = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return ["\(directory)/streamrecv-camera", "\(directory)/../lib/streamrecvd/streamrecv-camera",
-                "\(directory)/../../pipewire/streamrecv-camera"]
-    }
-
-    static func helperPath() -> String? { candidates().first { access($0, X_OK) == 0 } }
 }

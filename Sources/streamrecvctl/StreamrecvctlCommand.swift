@@ -8,7 +8,7 @@ struct StreamrecvctlCommand: ParsableCommand {
         commandName: "streamrecvctl",
         abstract: "Inspect, send and read H.264/H.265 streams, and watch the streams of a running streamrecvd.",
         subcommands: [
-            InspectCommand.self, CatCommand.self, SnapshotCommand.self, WaitCommand.self, SendCommand.self, StatusCommand.self, WatchCommand.self, CameraCommand.self,
+            InspectCommand.self, CatCommand.self, SnapshotCommand.self, WaitCommand.self, SendCommand.self, StatusCommand.self, WatchCommand.self, CameraCommand.self, ViewCommand.self,
         ]
     )
 }
