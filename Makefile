@@ -113,7 +113,7 @@ run: deps
 
 ## bench: release benchmarks; rewrites docs/benchmarks.md and docs/latency.png
 # Also needed by the benchmarks only: gnuplot (the latency plot) and gst-libav (avdec_h264, the GStreamer anchor).
-bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav $(GST_PACKAGES) libx11-dev
+bench: APT_PACKAGES += gnuplot-nox gstreamer1.0-libav $(GST_PACKAGES) libx11-dev gstreamer1.0-x $(VIEWER_PACKAGES)
 bench: deps
 	swift build -c release --product BitstreamBenchmark
 	$(SWIFT_BUILD) --product streamrecvd

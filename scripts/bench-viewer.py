@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The viewer window against what a person would otherwise use to look at a stream, in one run on one X screen:
 `streamrecvctl view NAME`, `streamrecvctl cat NAME | ffplay -` (y4m), and
-`gst-launch-1.0 streamrecvsrc stream=NAME ! videoconvert ! autovideosink` (the project's own element).
+`gst-launch-1.0 streamrecvsrc stream=NAME ! videoconvert ! autovideosink` (the project's own element; with
+gstreamer1.0-x installed, as on a desktop: without it autovideosink falls to DirectFB's sink, which dies of SIGSEGV).
 
 The stream carries its frame number as a barcode (16 bits, a row and its inverse, scripts/viewer-probe.c says how);
 a side reader records when each numbered frame became readable in the ring (its slot's time_published_ns), and
@@ -12,7 +13,8 @@ and its CPU (utime + stime from /proc, the viewer's processes together) per fram
     python3 scripts/bench-viewer.py [--frames 300] [--rounds 3] [--size 640x360]
 
 Xvfb has no display refresh: frames are presented when drawn, and OpenGL is Mesa's llvmpipe (software). Needs the
-daemon (release if built, else debug), make viewer, make gst-plugin, Xvfb, xdotool, ffplay, libx11-dev."""
+daemon (release if built, else debug), make viewer, make gst-plugin, Xvfb, xdotool, ffplay, libx11-dev and
+gstreamer1.0-x (ximagesink: without it autovideosink falls to DirectFB's sink, which dies of SIGSEGV on Xvfb)."""
 import argparse
 import os
 import pathlib
@@ -100,13 +102,18 @@ def record_ring(name, published, stop):
     ring.close()
 
 
-def window_of(display, pid_hint, title, timeout=20):
+def visible_windows(display, title="."):
+    return subprocess.run(["xdotool", "search", "--onlyvisible", "--name", title], env=dict(os.environ, DISPLAY=display),
+                          capture_output=True, text=True).stdout.split()
+
+
+def window_of(display, title, before, timeout=20):
+    """The viewer's window: by its title, or (title None: GStreamer's sinks name theirs nothing) the one new window."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", title], env=dict(os.environ, DISPLAY=display),
-                             capture_output=True, text=True).stdout.split()
-        if out:
-            return out[-1]
+        found = [w for w in visible_windows(display, title or "") if w not in before]
+        if found:
+            return found[-1]
         time.sleep(0.1)
     raise RuntimeError(f"no window titled {title!r}")
 
@@ -115,6 +122,7 @@ def run_viewer(kind, name, port, stream, warm_up, frames, work, display):
     env = dict(os.environ, DISPLAY=display, GST_PLUGIN_PATH=str(ROOT / ".build/gstreamer"))
     ctl = str(products() / "streamrecvctl")
     log = open(work / f"{kind}.log", "w")
+    before = visible_windows(display, "")
     if kind == "streamrecv-view":
         processes = [subprocess.Popen([ctl, "view", name, "--title", "bench-view"], env=env, stdout=log, stderr=log)]
         title = "^bench-view$"
@@ -127,19 +135,28 @@ def run_viewer(kind, name, port, stream, warm_up, frames, work, display):
     else:
         processes = [subprocess.Popen(["gst-launch-1.0", "-q", "streamrecvsrc", f"stream={name}", "!", "videoconvert", "!",
                                        "autovideosink"], env=env, stdout=log, stderr=log)]
-        title = "gst-launch"
+        title = None
     published, stop = {}, threading.Event()
     recorder = threading.Thread(target=record_ring, args=(name, published, stop))
     recorder.start()
-    # A first frame gives the y4m and GStreamer viewers a format, so that their windows open before the run.
-    subprocess.run([ctl, "send", str(warm_up), f"tcp://127.0.0.1:{port}", "--rate", "30"], check=True,
-                   stdout=subprocess.DEVNULL)
-    window = window_of(display, processes[-1].pid, title)
+    # Frames give the y4m and GStreamer viewers a format, so that their windows open before the run (sent until
+    # one does: a pipeline still starting misses them).
+    window = None
+    for _ in range(20):
+        subprocess.run([ctl, "send", str(warm_up), f"tcp://127.0.0.1:{port}", "--rate", "30"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            window = window_of(display, title, before, timeout=1)
+            break
+        except RuntimeError:
+            pass
+    if window is None:
+        raise RuntimeError(f"{kind} opened no window: {(work / f'{kind}.log').read_text()[-2000:]}")
     probe = subprocess.Popen([str(work / "viewer-probe"), window, str(frames / 30 + 6)], env=env, stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     cpu_before = cpu_seconds([p.pid for p in processes])
     subprocess.run([ctl, "send", str(stream), f"tcp://127.0.0.1:{port}", "--rate", "30"], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cpu = cpu_seconds([p.pid for p in processes]) - cpu_before
     time.sleep(1)
     probe.send_signal(signal.SIGTERM)
@@ -173,6 +190,7 @@ def main():
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--size", default="640x360")
+    parser.add_argument("--viewers", default="streamrecv-view,ffplay,autovideosink")
     options = parser.parse_args()
     width, height = map(int, options.size.split("x"))
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-viewer-"))
@@ -195,7 +213,7 @@ def main():
     results = {}
     try:
         for round_number in range(1, options.rounds + 1):
-            order = ["streamrecv-view", "ffplay", "autovideosink"]
+            order = options.viewers.split(",")
             if round_number % 2 == 0:
                 order.reverse()
             for kind in order:

@@ -2,7 +2,7 @@
 # `make deb`: Debian packages built with Debian's own tools (debhelper, dpkg-shlibdeps through dh_shlibdeps, lintian)
 # from the release binaries `make deb` has just built. Writes dist/streamrecvd_VERSION_ARCH.deb, and beside it
 # streamrecvd-dev (the C header and example), python3-streamrecv, gstreamer1.0-streamrecv (streamrecvsrc) and
-# streamrecvd-camera (the PipeWire camera).
+# streamrecvd-camera (the PipeWire camera) and streamrecvd-viewer (the viewer window).
 # packaging/debian/ is the debian/ folder; the build runs in a copy under .build/deb, so the tree and its parent
 # stay clean.
 set -euo pipefail
@@ -17,6 +17,7 @@ cp Sources/CFrameRing/include/streamrecv_shm.h "$stage/Sources/CFrameRing/includ
 cp .build/release/streamrecvd .build/release/streamrecvctl "$stage/.build/release/"
 mkdir -p "$stage/.build/gstreamer" && cp .build/gstreamer/libgststreamrecv.so "$stage/.build/gstreamer/"
 mkdir -p "$stage/.build/pipewire" && cp .build/pipewire/streamrecv-camera "$stage/.build/pipewire/"
+mkdir -p "$stage/.build/viewer" && cp .build/viewer/streamrecv-view "$stage/.build/viewer/"
 rm -rf "$stage/python/build" "$stage/python/"*.egg-info
 find "$stage/python" -name __pycache__ -prune -exec rm -rf {} +
 cp -a packaging/debian "$stage/debian"
@@ -29,7 +30,8 @@ streamrecvd ($version) unstable; urgency=medium
 CHANGELOG
 # -d: the build dependency on the Swift toolchain cannot be stated (it is not a Debian package).
 (cd "$stage" && dpkg-buildpackage -b -us -uc -d >../build.log 2>&1) || { tail -40 .build/deb/build.log >&2; exit 1; }
-rm -f dist/streamrecvd_*.deb dist/streamrecvd-dev_*.deb dist/python3-streamrecv_*.deb dist/gstreamer1.0-streamrecv_*.deb dist/streamrecvd-camera_*.deb
+rm -f dist/streamrecvd_*.deb dist/streamrecvd-dev_*.deb dist/python3-streamrecv_*.deb dist/gstreamer1.0-streamrecv_*.deb dist/streamrecvd-camera_*.deb \
+    dist/streamrecvd-viewer_*.deb
 mv .build/deb/*.deb dist/
 echo "lintian:" >&2
 lintian --info --display-info dist/*_"$version"_*.deb .build/deb/*.changes 2>&1 | tee .build/deb/lintian.txt >&2 || true

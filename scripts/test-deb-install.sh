@@ -45,6 +45,18 @@ if [ "$camera_status" != 1 ] || ! grep -q 'cannot reach PipeWire' "$work/camera.
 fi
 [ -e "$root/usr/lib/systemd/user/streamrecv-camera@.service" ] || { say "FAILED: no camera user unit"; exit 1; }
 say "installed $(basename "$camera_deb"): streamrecvctl camera runs it ($(head -c 120 "$work/camera.log"))"
+# The viewer's package: its Depends alone load SDL2, OpenGL and SDL_ttf; `streamrecvctl view` finds it and, with no
+# display in the root, says so (exit status 1).
+viewer_deb=$(ls dist/streamrecvd-viewer_*_"$(dpkg --print-architecture)".deb | head -1)
+cp "$viewer_deb" "$root/tmp/"
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "./tmp/$(basename "$viewer_deb")" >"$work/apt-viewer.log" 2>&1 || { tail -30 "$work/apt-viewer.log" >&2; exit 1; }
+viewer_status=0
+in_root env -u DISPLAY -u WAYLAND_DISPLAY streamrecvctl view desk >"$work/viewer.log" 2>&1 || viewer_status=$?
+if [ "$viewer_status" != 1 ] || ! grep -q 'cannot reach a display' "$work/viewer.log"; then
+    say "FAILED: streamrecvctl view without a display: status $viewer_status"; cat "$work/viewer.log" >&2; exit 1
+fi
+say "installed $(basename "$viewer_deb"): streamrecvctl view runs it ($(grep -m1 'cannot reach' "$work/viewer.log" | head -c 120))"
 if in_root ldd /usr/bin/streamrecvd /usr/bin/streamrecvctl | grep -Ei 'swift|foundation|not found'; then
     say "FAILED: the installed binaries need libraries the root does not have"; exit 1
 fi

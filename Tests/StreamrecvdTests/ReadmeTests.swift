@@ -75,7 +75,7 @@ import Testing
             "usr/lib/sysusers.d/streamrecvd.conf", "etc/streamrecvd/streamrecvd.toml", "usr/include/streamrecv_shm.h",
             "usr/share/man/man1/streamrecvctl.1", "usr/share/man/man5/streamrecvd.toml.5", "usr/share/man/man8/streamrecvd.8",
             "usr/lib/python3/dist-packages/streamrecv/__init__.py", "usr/share/doc/streamrecvd/examples/consumer.c",
-            "usr/lib/streamrecvd/streamrecv-camera", "usr/lib/systemd/user/streamrecv-camera@.service",
+            "usr/lib/streamrecvd/streamrecv-camera", "usr/lib/systemd/user/streamrecv-camera@.service", "usr/lib/streamrecvd/streamrecv-view",
             "usr/lib/\(try runChecked("gcc", ["-print-multiarch"]).text.trimmingCharacters(in: .whitespacesAndNewlines))"
                 + "/gstreamer-1.0/libgststreamrecv.so",
         ]
