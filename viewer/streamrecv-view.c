@@ -12,6 +12,7 @@
 
 #include <SDL.h>
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,7 @@ struct viewer {
     struct view_picture picture;
     int have_picture, overlay_on, user_sized, unsupported_said;
     int requested_width, requested_height; /* the size this program gave the window last */
+    int largest_texture;                    /* GL_MAX_TEXTURE_SIZE */
     uint64_t shown_frames, last_sequence;
     uint32_t pixel_format;
     FILE *frame_log;
@@ -106,7 +108,10 @@ static void size_window(struct viewer *viewer) {
     if (viewer->user_sized || (SDL_GetWindowFlags(viewer->window) & SDL_WINDOW_FULLSCREEN)) return;
     SDL_Rect usable;
     int display = SDL_GetWindowDisplayIndex(viewer->window);
-    int width = (int)(viewer->picture.aspect * (float)viewer->picture.shown_height), height = (int)viewer->picture.shown_height;
+    /* The turned picture's bounding box, at its height in pixels (a quarter turn makes a wide picture tall). */
+    double c = fabs(cos(viewer->picture.rotation)), s = fabs(sin(viewer->picture.rotation));
+    double h = viewer->picture.shown_height, w = viewer->picture.aspect * h;
+    int width = (int)lround(w * c + h * s), height = (int)lround(w * s + h * c);
     if (display >= 0 && SDL_GetDisplayUsableBounds(display, &usable) == 0 && usable.w > 0 && usable.h > 0) {
         double scale = SDL_min(1.0, SDL_min((double)usable.w / width, (double)usable.h / height));
         width = (int)(width * scale), height = (int)(height * scale);
@@ -122,16 +127,21 @@ static int take(struct viewer *viewer) {
     const struct view_frame *frame = view_source_take(&viewer->source);
     if (!frame) return 0;
     struct view_picture picture;
-    if (view_picture_from_slot(&frame->slot, &picture) != 0) {
+    /* Larger than the GPU's textures: GL would refuse it and leave the window black. */
+    int drawable = view_picture_from_slot(&frame->slot, &picture) == 0;
+    int too_large = drawable && (picture.texels_wide[0] > (uint32_t)viewer->largest_texture ||
+                                 picture.texels_high[0] > (uint32_t)viewer->largest_texture);
+    if (!drawable || too_large) {
         if (!viewer->unsupported_said++)
-            fprintf(stderr, "streamrecv-view: frames of pixel format %u (%ux%u) cannot be shown\n",
-                    frame->slot.pixel_format, frame->slot.width, frame->slot.height);
+            fprintf(stderr, "streamrecv-view: frames of pixel format %u (%ux%u) cannot be shown%s\n", frame->slot.pixel_format,
+                    frame->slot.width, frame->slot.height, too_large ? ": larger than the GPU's textures" : "");
         return 0;
     }
     viewer->unsupported_said = 0;
     view_renderer_upload(viewer->renderer, &picture, &frame->slot, frame->data);
     int other_size = !viewer->have_picture || picture.shown_width != viewer->picture.shown_width ||
-                     picture.shown_height != viewer->picture.shown_height || picture.aspect != viewer->picture.aspect;
+                     picture.shown_height != viewer->picture.shown_height || picture.aspect != viewer->picture.aspect ||
+                     picture.rotation != viewer->picture.rotation;
     if (other_size || frame->slot.pixel_format != viewer->pixel_format)
         fprintf(stderr, "streamrecv-view: showing %ux%u %s (%s, %s range)\n", picture.shown_width, picture.shown_height,
                 view_pixel_format_name(frame->slot.pixel_format), picture.matrix_name, picture.full_range ? "full" : "limited");
@@ -195,6 +205,7 @@ static int open_window(struct viewer *viewer, const struct options *options) {
     if (options->vsync && SDL_GL_SetSwapInterval(-1) != 0) SDL_GL_SetSwapInterval(1);
     if (!options->vsync) SDL_GL_SetSwapInterval(0);
     char error[600];
+    viewer->largest_texture = view_renderer_largest_texture();
     viewer->renderer = view_renderer_create(error, sizeof error);
     if (!viewer->renderer) {
         fprintf(stderr, "streamrecv-view: %s\n", error);

@@ -112,7 +112,8 @@ int view_picture_from_slot(const struct streamrecv_shm_slot *slot, struct view_p
         uint32_t per_texel = sample_bytes * (chroma && shape->layout == VIEW_LAYOUT_SEMIPLANAR_YUV ? 2 : 1);
         /* The plane must hold the texels, and its rows must start on whole texels (GL's row length is in texels). */
         if (slot->plane_width[i] < wide * per_texel || slot->plane_height[i] < high ||
-            slot->plane_stride[i] % per_texel != 0 || slot->plane_offset[i] % sample_bytes != 0)
+            slot->plane_stride[i] % per_texel != 0 || slot->plane_offset[i] % sample_bytes != 0 ||
+            slot->plane_stride[i] > INT32_MAX)
             return -1;
         p->texel[i] = per_texel == 1 ? VIEW_TEXEL_R8 : per_texel == 4 ? VIEW_TEXEL_RG16
                     : sample_bytes == 2 ? VIEW_TEXEL_R16 : VIEW_TEXEL_RG8;

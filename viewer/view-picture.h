@@ -50,8 +50,8 @@ struct view_picture {
     int full_range;
 };
 
-/* The picture a checked slot describes; -1 (nothing to draw) for a pixel format the viewer has no shader for or
- * planes smaller than its format and size call for. */
+/* The picture a checked slot describes; -1 (nothing to draw) for a pixel format the viewer has no shader for,
+ * planes smaller than its format and size call for, or rows GL cannot be told (strides over 2^31). */
 int view_picture_from_slot(const struct streamrecv_shm_slot *slot, struct view_picture *picture);
 
 /* Whether two pictures need the same textures (same planes, same texel sizes): otherwise they are made anew. */

@@ -149,6 +149,12 @@ struct view_renderer *view_renderer_create(char *error, size_t error_size) {
     return r;
 }
 
+int view_renderer_largest_texture(void) {
+    GLint largest = 0;
+    glGetIntegerv(GL_MAX_TEXTURE_SIZE, &largest);
+    return largest > 0 ? largest : 2048; /* the least OpenGL 3.3 promises */
+}
+
 void view_renderer_destroy(struct view_renderer *r) {
     if (!r) return;
     glDeleteTextures(VIEW_MAX_PLANES, r->planes);

@@ -13,6 +13,9 @@ struct view_renderer;
 struct view_renderer *view_renderer_create(char *error, size_t error_size);
 void view_renderer_destroy(struct view_renderer *renderer);
 
+/* GL_MAX_TEXTURE_SIZE of the current context. */
+int view_renderer_largest_texture(void);
+
 /* Uploads a frame: `data` is the slot's pixel data (plane offsets and strides as the slot says). */
 void view_renderer_upload(struct view_renderer *renderer, const struct view_picture *picture,
                           const struct streamrecv_shm_slot *slot, const uint8_t *data);

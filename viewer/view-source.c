@@ -35,24 +35,46 @@ static void set_status(struct view_source *source, const char *format, ...) {
 
 struct copy_context {
     struct view_frame *frame;
+    int attempts;
     int failed;
 };
 
-/* ring_copy_fn: the slot's pixel data, whole, into the frame being filled (its size is checked by ring_read). */
+/* The most bytes of pixels one frame may need: 8K 4:4:4 at 16 bits is 200 MB. */
+#define LARGEST_FRAME ((uint64_t)512 << 20)
+
+/* The bytes the slot's planes take, from the start of its data: all that is copied. A slot's `data_size` is only
+ * what it says (a forged one says 512 MiB for a 320x240 frame, which would be copied, and kept, for nothing). */
+static uint64_t bytes_used(const struct streamrecv_shm_slot *slot) {
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < slot->plane_count && i < STREAMRECV_SHM_MAX_PLANES; i++) {
+        if (slot->plane_height[i] == 0) continue;
+        uint64_t plane_end = slot->plane_offset[i] + (uint64_t)slot->plane_stride[i] * (slot->plane_height[i] - 1) +
+                             slot->plane_width[i];
+        if (plane_end > end) end = plane_end;
+    }
+    return end;
+}
+
+/* ring_copy_fn: the slot's planes into the frame being filled (ring_read checked they lie inside its data). */
 static void copy_pixels(void *context, const struct streamrecv_shm_slot *slot, const uint8_t *data) {
     struct copy_context *copy = context;
     struct view_frame *frame = copy->frame;
-    if (slot->data_size > frame->capacity) {
-        uint8_t *larger = realloc(frame->data, slot->data_size);
-        if (!larger) {
+    uint64_t used = bytes_used(slot);
+    /* A real writer tears a copy once at most; a forged ring that tears every one would have us copy it 64 times
+     * per frame. */
+    copy->failed = ++copy->attempts > 2 || used > LARGEST_FRAME || used > slot->data_size;
+    if (copy->failed) return;
+    /* Grown as frames need, and given back when a frame needs far less (a large format gone by). */
+    if (used > frame->capacity || (frame->capacity > 2 * used + (16u << 20))) {
+        free(frame->data);
+        frame->capacity = 0;
+        if (!(frame->data = malloc(used ? used : 1))) {
             copy->failed = 1;
             return;
         }
-        frame->data = larger;
-        frame->capacity = slot->data_size;
+        frame->capacity = used;
     }
-    copy->failed = 0;
-    memcpy(frame->data, data, slot->data_size);
+    memcpy(frame->data, data, used);
 }
 
 /* Copies frame `sequence` out and hands it to the window. 1 when it did, 0 when it could not be read, -1 when the
@@ -96,7 +118,9 @@ static int attach(struct view_source *source, struct ring_reader *ring, ino_t re
                        problem ? problem : "?");
         else
             set_status(source, "waiting for %s (the daemon has not made it yet)", source->path);
-        usleep(result == RING_NOT_A_RING ? 1000000 : 50000);
+        /* Not a ring: looked at again every second, in steps that keep quitting prompt. */
+        for (int step = 0; step < (result == RING_NOT_A_RING ? 20 : 1) && !atomic_load(&source->stopping); step++)
+            usleep(50000);
     }
     return -1;
 }

@@ -13,7 +13,7 @@
 
 struct view_frame {
     struct streamrecv_shm_slot slot; /* the checked copy of its slot */
-    uint8_t *data;                   /* its pixel data, slot.data_size bytes */
+    uint8_t *data;                   /* its pixel data, as far as its planes reach */
     size_t capacity;
     uint64_t taken_ns; /* when it was copied out of the ring (CLOCK_MONOTONIC) */
 };
