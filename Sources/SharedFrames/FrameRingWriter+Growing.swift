@@ -8,8 +8,8 @@ extension FrameRingWriter {
     /// The longest a frame waits for the object it needs: the first frame of a stream (or of a larger format)
     /// is published as soon as its ring is made, which takes milliseconds for common sizes. Past this, frames that
     /// do not fit the current object are refused (`awaitingRing`: the daemon holds them until the new one is ready);
-    /// decoding goes on. Half a second keeps a decode
-    /// queue (8 MiB at least) from overflowing below 128 Mbit/s, and well within a sender's 2 s hold.
+    /// decoding goes on. Half a second keeps a decode queue (8 MiB at least) from overflowing below 128 Mbit/s, and
+    /// well within a sender's 2 s hold.
     public static let longestWaitForRing: UInt64 = 500_000_000
 
     /// Makes sure an object whose slots hold `frameBytes` is being made, unless one at least this large is already
