@@ -227,6 +227,8 @@ def main():
         daemon.send_signal(signal.SIGTERM)
         daemon.wait()
         xvfb.kill()
+        # The daemon leaves a stopped stream's ring readable: this one was the benchmark's alone.
+        pathlib.Path(f"/dev/shm/streamrecv-{name}").unlink(missing_ok=True)
     ours = results.get("streamrecv-view", [])
     for kind in ("ffplay", "autovideosink"):
         theirs = results.get(kind, [])
