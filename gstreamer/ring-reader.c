@@ -102,6 +102,16 @@ enum ring_attach_result ring_attach(const char *path, struct ring_reader *ring, 
     return RING_ATTACHED;
 }
 
+int ring_name_valid(const char *name) {
+    size_t length = strlen(name);
+    if (length == 0 || length > 200 || name[0] == '.') return 0;
+    for (size_t i = 0; i < length; i++)
+        if (!(name[i] == '-' || name[i] == '_' || name[i] == '.' || (name[i] >= '0' && name[i] <= '9') ||
+              (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
+            return 0;
+    return 1;
+}
+
 void ring_detach(struct ring_reader *ring) {
     if (ring->base) munmap((void *)ring->base, ring->size);
     ring->base = NULL;

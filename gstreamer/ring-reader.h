@@ -23,6 +23,10 @@ enum ring_attach_result {
     RING_NOT_A_RING = -1, /* something is there, but not a valid ring: `problem` says what */
 };
 
+/* Whether `name` may be a name under /dev/shm: letters, digits, '-', '_' and '.', not starting with '.', at most
+ * 200 bytes (nothing that leads elsewhere, such as "../etc"). */
+int ring_name_valid(const char *name);
+
 /* Maps `path` read-only. On RING_NOT_A_RING, `problem` (if given) points to a static description. */
 enum ring_attach_result ring_attach(const char *path, struct ring_reader *ring, const char **problem);
 void ring_detach(struct ring_reader *ring);

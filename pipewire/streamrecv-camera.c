@@ -40,16 +40,6 @@ static int parse_rate(const char *text, uint32_t *num, uint32_t *den) {
     return 0;
 }
 
-static int valid_name(const char *name) {
-    size_t length = strlen(name);
-    if (length == 0 || length > 200 || name[0] == '.') return 0;
-    for (size_t i = 0; i < length; i++)
-        if (!(name[i] == '-' || name[i] == '_' || name[i] == '.' || (name[i] >= '0' && name[i] <= '9') ||
-              (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
-            return 0;
-    return 1;
-}
-
 int main(int argc, char **argv) {
     static const struct option options[] = {
         { "shm", required_argument, NULL, 's' }, { "node-name", required_argument, NULL, 'n' },
@@ -78,8 +68,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *stream = optind < argc ? argv[optind] : NULL;
-    if ((stream && !valid_name(stream)) || (shm && !valid_name(shm[0] == '/' ? shm + 1 : shm)) ||
-        (node_name && !valid_name(node_name))) {
+    if ((stream && !ring_name_valid(stream)) || (shm && !ring_name_valid(shm[0] == '/' ? shm + 1 : shm)) ||
+        (node_name && !ring_name_valid(node_name))) {
         fprintf(stderr, "streamrecv-camera: names are letters, digits, '-', '_' and '.', not starting with '.'\n");
         return 2;
     }

@@ -44,17 +44,6 @@ static int usage(const char *problem) {
     return 2;
 }
 
-/* A name under /dev/shm: letters, digits, '-', '_', '.', not starting with '.'. */
-static int valid_name(const char *name) {
-    size_t length = strlen(name);
-    if (length == 0 || length > 200 || name[0] == '.') return 0;
-    for (size_t i = 0; i < length; i++)
-        if (!(name[i] == '-' || name[i] == '_' || name[i] == '.' || (name[i] >= '0' && name[i] <= '9') ||
-              (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
-            return 0;
-    return 1;
-}
-
 struct options {
     char path[256];
     const char *title;
@@ -80,7 +69,7 @@ static int parse(int argc, char **argv, struct options *options) {
     }
     if (!stream && !shm) return usage("which stream?");
     if (shm && shm[0] == '/') shm++;
-    if ((stream && !valid_name(stream)) || (shm && !valid_name(shm)))
+    if ((stream && !ring_name_valid(stream)) || (shm && !ring_name_valid(shm)))
         return usage("a stream or shm name is letters, digits, '-', '_' and '.', not starting with '.'");
     if (shm) snprintf(options->path, sizeof options->path, "/dev/shm/%s", shm);
     else snprintf(options->path, sizeof options->path, "/dev/shm/streamrecv-%s", stream);

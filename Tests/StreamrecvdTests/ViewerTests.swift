@@ -89,10 +89,30 @@ struct ViewerTests {
         }
     }
 
-    /// `streamrecvctl view` on `daemon`'s stream, writing its frame log.
-    static func view(_ daemon: DaemonProcess, on screen: XScreen, log: String, arguments: [String] = []) throws -> ChildProcess {
-        try ChildProcess(tool("streamrecvctl"), ["view", daemon.name, "--frame-log", log] + arguments,
-                         environment: screen.environment, directory: daemon.directory, label: "view")
+    /// An X screen, a daemon, and `streamrecvctl view` on its stream writing its frame log, its window found.
+    struct Session {
+        let directory: URL
+        let screen: XScreen
+        let daemon: DaemonProcess
+        let log: String
+        let viewer: ChildProcess
+        let window: String
+
+        init(label: String, settings: [String: String] = [:], windowManager: Bool = false) throws {
+            directory = try TestEnvironment.temporaryDirectory()
+            screen = try XScreen(directory: directory, windowManager: windowManager)
+            daemon = try DaemonProcess(label: label, settings: ["slots": "8"].merging(settings) { $1 })
+            log = directory.appendingPathComponent("shown.log").path
+            viewer = try ChildProcess(tool("streamrecvctl"), ["view", daemon.name, "--frame-log", log],
+                                      environment: screen.environment, directory: daemon.directory, label: "view")
+            guard let window = screen.window(titled: "streamrecv \(daemon.name)") else {
+                throw HarnessError(description: "no window: \(viewer.errors)")
+            }
+            self.window = window
+        }
+
+        /// Sends `clip` and waits until the viewer has shown the ring's newest frame.
+        func sendAndWait(_ clip: String) throws -> Bool { try ViewerTests.sendAndWait(clip, to: daemon, viewer: viewer, log: log) }
     }
 
     /// Sends `clip` and waits until the viewer has shown the ring's newest frame.
@@ -109,19 +129,16 @@ struct ViewerTests {
     /// streams (native and auto output) in the same two windows: each format's last frame on screen, read back
     /// through the X server, is FFmpeg's RGB of it (PSNR ≥ 33 dB, and ≥ 6 dB closer than with the other range).
     @Test(arguments: ["auto", "native"]) func everyFormatIsShownInItsOwnColours(output: String) throws {
-        let directory = try TestEnvironment.temporaryDirectory()
-        let screen = try XScreen(directory: directory)
-        let daemon = try DaemonProcess(label: "view\(output)", settings: ["output": "\"\(output)\"", "slots": "8"])
-        let log = directory.appendingPathComponent("shown.log").path
-        let viewer = try Self.view(daemon, on: screen, log: log)
-        let window = try #require(screen.window(titled: "streamrecv \(daemon.name)"), "no window: \(viewer.errors)")
+        let session = try Session(label: "view\(output)", settings: ["output": "\"\(output)\""])
+        let (directory, screen, daemon, log, viewer, window) =
+            (session.directory, session.screen, session.daemon, session.log, session.viewer, session.window)
         for c in Self.cases where c.output == output {
             let clip = try Self.clip(c, frames: 10, in: directory)
             #expect(try Self.sendAndWait(clip, to: daemon, viewer: viewer, log: log), "\(c): \(viewer.errors)\n\(daemon.log.suffix(1500))")
-            usleep(200_000)
-            let grabbed = try screen.grab(window)
+            let reference = try Self.referenceRGB(clip, filter: c.filter(range: c.range))
+            let grabbed = try screen.grab(window) { psnr($0.rgb, reference) >= 33 }
             #expect(grabbed.width == Self.size.width && grabbed.height == Self.size.height, "\(c): window \(grabbed.width)x\(grabbed.height)")
-            let measured = psnr(grabbed.rgb, try Self.referenceRGB(clip, filter: c.filter(range: c.range)))
+            let measured = psnr(grabbed.rgb, reference)
             // The same frame converted with the other range: what a viewer that ignored the slot's range would show.
             let wrong = c.matrix == nil ? 0 : psnr(grabbed.rgb, try Self.referenceRGB(clip, filter: c.filter(range: c.range == "tv" ? "pc" : "tv")))
             print("ViewerTests: \(c): PSNR \(String(format: "%.1f", measured)) dB against FFmpeg's RGB, \(String(format: "%.1f", wrong)) dB with the other range")
@@ -139,12 +156,9 @@ struct ViewerTests {
     /// keeps the last frame) and started again, then 320x240: the window takes each size, shows each part's last
     /// frame in FFmpeg's colours, and never a frame older than one it showed.
     @Test func itFollowsSizeChangesAndADaemonRestart() throws {
-        let directory = try TestEnvironment.temporaryDirectory()
-        let screen = try XScreen(directory: directory)
-        let daemon = try DaemonProcess(label: "viewrestart", settings: ["slots": "8"])
-        let log = directory.appendingPathComponent("shown.log").path
-        let viewer = try Self.view(daemon, on: screen, log: log)
-        let window = try #require(screen.window(titled: "streamrecv \(daemon.name)"), "no window: \(viewer.errors)")
+        let session = try Session(label: "viewrestart")
+        let (directory, screen, daemon, log, viewer, window) =
+            (session.directory, session.screen, session.daemon, session.log, session.viewer, session.window)
         let small = Case(published: "NV12", codec: "h264", pixelFormat: "yuv420p", tags: ["-colorspace", "bt709"], output: "auto",
                          matrix: "bt709", range: "tv")
         let smallClip = try Self.clip(small, frames: 10, in: directory)
@@ -155,12 +169,11 @@ struct ViewerTests {
         try (try Data(contentsOf: URL(fileURLWithPath: smallClip)) + Data(contentsOf: URL(fileURLWithPath: largeClip))).write(to: URL(fileURLWithPath: both))
 
         #expect(try Self.sendAndWait(both, to: daemon, viewer: viewer, log: log), "\(viewer.errors)\n\(daemon.log.suffix(1500))")
-        usleep(300_000)
-        var grabbed = try screen.grab(window)
+        let largeReference = [UInt8](try runChecked("ffmpeg", ["-v", "error", "-i", largeClip, "-vf", "\(small.filter(range: "tv")),format=rgb24",
+                                                                "-f", "rawvideo", "-"]).standardOutput.suffix(640 * 360 * 3))
+        var grabbed = try screen.grab(window) { psnr($0.rgb, largeReference) >= 33 }
         #expect(grabbed.width == 640 && grabbed.height == 360, "window \(grabbed.width)x\(grabbed.height)")
-        let largeReference = try runChecked("ffmpeg", ["-v", "error", "-i", largeClip, "-vf", "\(small.filter(range: "tv")),format=rgb24",
-                                                       "-f", "rawvideo", "-"]).standardOutput.suffix(640 * 360 * 3)
-        #expect(psnr(grabbed.rgb, [UInt8](largeReference)) >= 33, "640x360: \(psnr(grabbed.rgb, [UInt8](largeReference))) dB")
+        #expect(psnr(grabbed.rgb, largeReference) >= 33, "640x360: \(psnr(grabbed.rgb, largeReference)) dB")
         #expect(Set(Self.shown(log).map(\.size)).isSuperset(of: ["320x240", "640x360"]), "\(Self.shown(log).map(\.size))")
 
         #expect(daemon.stop() == 0)
@@ -168,10 +181,10 @@ struct ViewerTests {
         #expect(viewer.process.isRunning)
         try daemon.start()
         #expect(try Self.sendAndWait(smallClip, to: daemon, viewer: viewer, log: log), "\(viewer.errors)\n\(daemon.log.suffix(1500))")
-        usleep(300_000)
-        grabbed = try screen.grab(window)
+        let smallReference = try Self.referenceRGB(smallClip, filter: small.filter(range: "tv"))
+        grabbed = try screen.grab(window) { psnr($0.rgb, smallReference) >= 33 }
         #expect(grabbed.width == 320 && grabbed.height == 240, "window \(grabbed.width)x\(grabbed.height)")
-        let measured = psnr(grabbed.rgb, try Self.referenceRGB(smallClip, filter: small.filter(range: "tv")))
+        let measured = psnr(grabbed.rgb, smallReference)
         #expect(measured >= 33, "after the restart: \(measured) dB")
         let sequences = Self.shown(log).map(\.sequence)
         #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 }, "never an older frame: \(sequences)")
@@ -184,68 +197,59 @@ struct ViewerTests {
     /// FFmpeg's h264_metadata): the window is 240x320 and shows FFmpeg's RGB of the frame turned that way (a
     /// quarter turn the wrong way measures 1.3 dB).
     @Test func aTurnedStreamIsShownTurned() throws {
-        let directory = try TestEnvironment.temporaryDirectory()
-        let screen = try XScreen(directory: directory)
-        let daemon = try DaemonProcess(label: "viewturn", settings: ["slots": "8"])
-        let log = directory.appendingPathComponent("shown.log").path
-        let viewer = try Self.view(daemon, on: screen, log: log)
-        let window = try #require(screen.window(titled: "streamrecv \(daemon.name)"), "no window: \(viewer.errors)")
+        let session = try Session(label: "viewturn")
+        let (directory, screen, daemon, log, viewer, window) =
+            (session.directory, session.screen, session.daemon, session.log, session.viewer, session.window)
         let c = Self.cases[0]
         let upright = try Self.clip(c, frames: 10, in: directory)
         let turned = directory.appendingPathComponent("turned.h264").path
         try runChecked("ffmpeg", ["-v", "error", "-y", "-i", upright, "-c", "copy", "-bsf:v",
                                   "h264_metadata=display_orientation=insert:rotate=90", "-f", "h264", turned])
         #expect(try Self.sendAndWait(turned, to: daemon, viewer: viewer, log: log), "\(viewer.errors)\n\(daemon.log.suffix(1500))")
-        usleep(300_000)
-        let grabbed = try screen.grab(window)
-        #expect(grabbed.width == 240 && grabbed.height == 320, "window \(grabbed.width)x\(grabbed.height)")
         // FFmpeg's command line turns a picture only by a container's display matrix, not by a raw stream's SEI
         // (ffprobe reads it: rotation=90, anticlockwise): turned here as that says.
-        let reference = try runChecked("ffmpeg", ["-v", "error", "-noautorotate", "-i", turned, "-vf",
-                                                  "\(c.filter(range: c.range)),transpose=cclock,format=rgb24", "-f", "rawvideo", "-"])
-            .standardOutput.suffix(240 * 320 * 3)
-        let measured = psnr(grabbed.rgb, [UInt8](reference))
+        let reference = [UInt8](try runChecked("ffmpeg", ["-v", "error", "-noautorotate", "-i", turned, "-vf",
+                                                          "\(c.filter(range: c.range)),transpose=cclock,format=rgb24", "-f", "rawvideo", "-"])
+            .standardOutput.suffix(240 * 320 * 3))
+        let grabbed = try screen.grab(window) { psnr($0.rgb, reference) >= 33 }
+        #expect(grabbed.width == 240 && grabbed.height == 320, "window \(grabbed.width)x\(grabbed.height)")
+        let measured = psnr(grabbed.rgb, reference)
         #expect(measured >= 33, "turned: \(measured) dB against FFmpeg's turned RGB")
     }
 
     /// The overlay toggles with o (its text over the picture), fullscreen with f (the whole screen, the picture
     /// centred at its aspect, black beside it) and back, and q quits with status 0.
     @Test func keysToggleTheOverlayAndFullscreenAndQuit() throws {
-        let directory = try TestEnvironment.temporaryDirectory()
-        let screen = try XScreen(directory: directory, windowManager: true)
-        let daemon = try DaemonProcess(label: "viewkeys", settings: ["slots": "8"])
-        let log = directory.appendingPathComponent("shown.log").path
-        let viewer = try Self.view(daemon, on: screen, log: log)
-        let window = try #require(screen.window(titled: "streamrecv \(daemon.name)"), "no window: \(viewer.errors)")
+        let session = try Session(label: "viewkeys", windowManager: true)
+        let (directory, screen, daemon, log, viewer, window) =
+            (session.directory, session.screen, session.daemon, session.log, session.viewer, session.window)
         let c = Self.cases[0]
         let clip = try Self.clip(c, frames: 10, in: directory)
         #expect(try Self.sendAndWait(clip, to: daemon, viewer: viewer, log: log), "\(viewer.errors)")
         let reference = try Self.referenceRGB(clip, filter: c.filter(range: c.range))
-        usleep(300_000)
-        #expect(psnr(try screen.grab(window).rgb, reference) >= 33)
+        #expect(psnr(try screen.grab(window) { psnr($0.rgb, reference) >= 33 }.rgb, reference) >= 33)
 
         try screen.press("o", in: window)
-        usleep(700_000)
-        let withOverlay = try screen.grab(window)
+        let withOverlay = try screen.grab(window) { psnr($0.rgb, reference) < 25 }
         #expect(psnr(withOverlay.rgb, reference) < 25, "the overlay did not show: \(psnr(withOverlay.rgb, reference)) dB")
         try screen.press("o", in: window)
-        usleep(700_000)
-        #expect(psnr(try screen.grab(window).rgb, reference) >= 33, "the overlay did not go")
+        #expect(psnr(try screen.grab(window) { psnr($0.rgb, reference) >= 33 }.rgb, reference) >= 33, "the overlay did not go")
 
         try screen.press("f", in: window)
         #expect(viewer.waitFor(timeout: 10) { (try? screen.size(of: window)).map { $0 == (screen.width, screen.height) } ?? false },
                 "not fullscreen: \(String(describing: try? screen.size(of: window)))")
-        usleep(700_000)
-        let full = try screen.grab(window)
         // 320x240 in 1280x720: 960x720 in the middle, 160 columns of black on each side.
-        func column(_ x: Int) -> [UInt8] {
+        func column(_ x: Int, of image: (width: Int, height: Int, rgb: [UInt8])) -> [UInt8] {
+            guard x < image.width else { return [] }
             var samples: [UInt8] = []
-            for y in 0..<full.height {
-                let start: Int = (y * full.width + x) * 3
-                samples += full.rgb[start..<start + 3]
+            for y in 0..<image.height {
+                let start: Int = (y * image.width + x) * 3
+                samples += image.rgb[start..<start + 3]
             }
             return samples
         }
+        let full = try screen.grab(window) { $0.width == 1280 && column(640, of: $0).contains { $0 > 50 } }
+        func column(_ x: Int) -> [UInt8] { column(x, of: full) }
         #expect(full.width == 1280 && column(100).allSatisfy { $0 == 0 } && column(1180).allSatisfy { $0 == 0 }, "bars beside the picture")
         #expect(column(640).contains { $0 > 50 }, "the picture in the middle")
         try screen.press("f", in: window)

@@ -76,6 +76,20 @@ final class XScreen {
         return (width, height, [UInt8](result.standardOutput))
     }
 
+    /// A window's pixels once `condition` holds for them, or the last ones read within `timeout`: what a frame or a
+    /// key changes reaches the screen a while after the program has drawn it.
+    func grab(_ window: String, timeout: Double = 5, until condition: ((width: Int, height: Int, rgb: [UInt8])) -> Bool) throws
+        -> (width: Int, height: Int, rgb: [UInt8])
+    {
+        let deadline = Date().addingTimeInterval(timeout)
+        var grabbed = try grab(window)
+        while !condition(grabbed) && Date() < deadline {
+            usleep(100_000)
+            grabbed = try grab(window)
+        }
+        return grabbed
+    }
+
     func press(_ key: String, in window: String) throws {
         try runChecked("/usr/bin/env", ["DISPLAY=\(display)", "xdotool", "key", "--window", window, key])
     }

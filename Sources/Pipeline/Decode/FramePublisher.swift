@@ -114,15 +114,7 @@ final class FramePublisher {
         var metadata = metadata
         if discontinuity { metadata.flags.insert(.discontinuity) }
         var failure: DecoderError?
-        let outcome = writer.publishChecked(layout: layout, metadata: metadata) { destination, layout in
-            do throws(DecoderError) {
-                try frame.write(into: destination, layout: layout)
-                return true
-            } catch {
-                failure = error
-                return false
-            }
-        }
+        let outcome = writer.publishChecked(layout: layout, metadata: metadata) { Self.write(frame, into: $0, layout: $1, failure: &failure) }
         if case .awaitingRing = outcome { return hold(frame, layout: layout, metadata: metadata, report: report) }
         report(settle(outcome, layout: layout, metadata: metadata, late: false, failure: failure))
     }
@@ -161,21 +153,26 @@ final class FramePublisher {
         var metadata = metadata
         if discontinuity { metadata.flags.insert(.discontinuity) }
         var failure: DecoderError?
-        let kept = held.append(layout: layout, metadata: metadata) { pixels in
-            do throws(DecoderError) {
-                try frame.write(into: pixels, layout: layout)
-                return true
-            } catch {
-                failure = error
-                return false
-            }
-        }
+        let kept = held.append(layout: layout, metadata: metadata) { Self.write(frame, into: $0, layout: layout, failure: &failure) }
         guard kept else {
             discontinuity = true
             return report(.dropped(.writeFailed(failure.map { "\($0)" } ?? "unknown"), width: layout.width, height: layout.height))
         }
         discontinuity = false
         report(.held(layout, count: held.count))
+    }
+
+    /// `frame`'s pixels into `destination` (a slot, or memory it is held in); false, with why, when they could not be
+    /// written (a failed GPU download).
+    private static func write(_ frame: DecodedFrame, into destination: UnsafeMutableRawBufferPointer, layout: FrameLayout,
+                              failure: inout DecoderError?) -> Bool {
+        do throws(DecoderError) {
+            try frame.write(into: destination, layout: layout)
+            return true
+        } catch {
+            failure = error
+            return false
+        }
     }
 
     /// A publication's outcome as the session sees it (the discontinuity flag is owed after any refusal).
