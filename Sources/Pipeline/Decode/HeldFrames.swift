@@ -61,6 +61,10 @@ final class HeldFrames {
         if startIndex == frames.count {
             frames.removeAll(keepingCapacity: true)
             startIndex = 0
+        } else if startIndex >= 32 && startIndex * 2 >= frames.count {
+            // A long wait drops the oldest again and again: the records let go do not pile up meanwhile.
+            frames.removeFirst(startIndex)
+            startIndex = 0
         }
     }
 
