@@ -200,7 +200,7 @@ def main():
     warm_up = work / "warm-up.h264"
     make_stream(warm_up, 15, width, height, first=40000)
     display = f":{400 + os.getpid() % 100}"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1920x1080x24", "-nolisten", "tcp"], stderr=subprocess.DEVNULL)
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1920x1080x24", "-nolisten", "tcp", "-noreset"], stderr=subprocess.DEVNULL)
     time.sleep(1.5)
     port, name = free_port(), f"benchview{os.getpid()}"
     (work / "d.toml").write_text(f'[daemon]\n[[stream]]\nname = "{name}"\nlisten = "tcp://127.0.0.1:{port}"\nslots = 8\n'

@@ -63,7 +63,9 @@ def start_x_server(work):
     """Xvfb on the first free display it finds; its name (":N") once it takes connections."""
     read_end, write_end = os.pipe()
     log = open(os.path.join(work, "xvfb.log"), "w")
-    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{WIDTH}x{HEIGHT}x24", "-nolisten", "tcp"],
+    # -noreset: a server that resets as its last client leaves cuts off one that is connecting just then.
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{WIDTH}x{HEIGHT}x24", "-nolisten", "tcp",
+                               "-noreset"],
                               pass_fds=[write_end], stdout=log, stderr=log, start_new_session=True)
     os.close(write_end)
     number = b""

@@ -20,9 +20,12 @@ final class XScreen {
         display = ":\(number)"
         self.width = width
         self.height = height
-        server = try ChildProcess("/usr/bin/Xvfb", [display, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp"],
+        // -noreset: by default the server resets as its last client leaves (one of the test's xdotool calls), and a
+        // client connecting just then is cut off: Openbox then exits 1 without a word (its SIGPIPE handler).
+        server = try ChildProcess("/usr/bin/Xvfb", [display, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"],
                                   environment: [:], directory: directory, label: "xvfb")
-        guard server.waitFor(timeout: 20, { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") }) else {
+        // Taking connections, not only bound: the socket's file is there before the server listens on it.
+        guard server.waitFor(timeout: 20, { (try? runProcess("/usr/bin/env", ["DISPLAY=:\(number)", "xdotool", "getdisplaygeometry"]).status) == 0 }) else {
             throw HarnessError(description: "Xvfb did not start: \(server.errors)")
         }
         if windowManager {
@@ -30,7 +33,8 @@ final class XScreen {
             self.windowManager = manager
             // Managing once it has claimed the screen (its check window is on the root).
             guard manager.waitFor(timeout: 20, { (try? self.run("xdotool", ["search", "--class", "openbox"]).status) == 0 }) else {
-                throw HarnessError(description: "openbox did not start: \(manager.errors)")
+                let exit = manager.process.isRunning ? "still running" : "exit status \(manager.process.terminationStatus)"
+                throw HarnessError(description: "openbox did not start (\(exit)): \(manager.errors)")
             }
         }
     }
