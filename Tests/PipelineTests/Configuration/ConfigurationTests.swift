@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct ConfigurationTests {
     @Test func theShippedDefaultConfigurationIsValid() throws {
-        let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let path = #filePath.split(separator: "/").dropLast(4).joined(separator: "/")
         let configuration = try ConfigurationLoader.load(path: "/" + path + "/etc/streamrecvd/streamrecvd.toml")
         #expect(configuration.streams.count == 1)
         let desk = configuration.streams[0]
