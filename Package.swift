@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 import PackageDescription
 
 // Module map: see docs/architecture.md. `Bitstream` is pure (no I/O, no C, no logging) and fuzzed. C code and
@@ -74,6 +74,9 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
+            // The share page is a file of its own, compiled into the daemon as bytes (`PackageResources`): an
+            // installed daemon serves it with nothing beside the binary.
+            resources: [.embedInCode("WebRTC/SharePage.html")],
             // TOMLKit imports Foundation; without this its extensions (String.contains(_:), range(of:)) were
             // visible here, and a few calls linked all of Foundation and ICU's data (34 MB) into the daemon.
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
@@ -132,3 +135,10 @@ let package = Package(
         ),
     ]
 )
+
+// No compiler warning in the project's own code, in debug and release builds alike: a warning in any target of
+// ours (tests included) fails the build, so `make check` keeps it so. Dependencies are not ours to judge.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.treatAllWarnings(as: .error)]
+    target.cSettings = (target.cSettings ?? []) + [.treatAllWarnings(as: .error)]
+}

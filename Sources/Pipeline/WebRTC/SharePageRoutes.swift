@@ -19,7 +19,7 @@ enum SharePageRoutes {
     static let contentSecurityPolicy = "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; "
         + "img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
-    private static let page = ByteBuffer(string: SharePage.html)
+    private static let page = ByteBuffer(bytes: SharePage.html)
 
     /// Answers `request` if its path is one of ours and returns true; returns false to leave it to the WHIP handler
     /// (its 404 for other paths, its 405 for GET of a WHIP resource). Runs on the session table's loop; a frame's
