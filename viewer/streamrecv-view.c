@@ -161,6 +161,7 @@ static void present(struct viewer *viewer, int logged) {
             view_renderer_set_overlay(viewer->renderer, pixels, w, h, pitch);
     } else {
         view_renderer_set_overlay(viewer->renderer, NULL, 0, 0, 0);
+        view_overlay_forget(viewer->overlay);
     }
     view_renderer_draw(viewer->renderer, width, height);
     SDL_GL_SwapWindow(viewer->window);

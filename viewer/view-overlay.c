@@ -21,7 +21,15 @@ struct view_overlay {
     struct view_picture picture;
     uint64_t age_ns; /* published → taken, of the last frame */
     uint64_t first_byte_age_ns; /* its first byte received → taken */
+    /* What `surface` shows, and when it was made: the text is made again at most 10 times a second. */
+    char shown_text[768];
+    int shown_status_only;
+    uint64_t shown_ns;
 };
+
+/* The figures change with every frame, and text that changes 60 times a second cannot be read: ten times a second
+ * can. (Rendering it is cheap, 0.065 ms of SDL_ttf a time measured here: legibility is the reason, not speed.) */
+#define REFRESH_NS 100000000ULL
 
 struct view_overlay *view_overlay_create(void) {
     struct view_overlay *overlay = calloc(1, sizeof *overlay);
@@ -78,6 +86,9 @@ int view_overlay_render(struct view_overlay *overlay, const char *status, uint64
                  flags & (STREAMRECV_FRAME_KEYFRAME | STREAMRECV_FRAME_CORRUPT | STREAMRECV_FRAME_DISCONTINUITY) ? "" : " none",
                  (unsigned long long)lapped, status[0] ? "\n" : "", status);
     }
+    if (overlay->surface && status_only == overlay->shown_status_only &&
+        (!strcmp(text, overlay->shown_text) || (!status_only && now_ns - overlay->shown_ns < REFRESH_NS)))
+        return 1;
     SDL_Color white = { 255, 255, 255, 255 };
     SDL_Surface *rendered = TTF_RenderUTF8_Blended_Wrapped(overlay->font, text, white, 0);
     if (!rendered) return -1;
@@ -86,9 +97,17 @@ int view_overlay_render(struct view_overlay *overlay, const char *status, uint64
     if (!converted) return -1;
     if (overlay->surface) SDL_FreeSurface(overlay->surface);
     overlay->surface = converted;
+    snprintf(overlay->shown_text, sizeof overlay->shown_text, "%s", text);
+    overlay->shown_status_only = status_only;
+    overlay->shown_ns = now_ns;
     *pixels = converted->pixels;
     *width = converted->w;
     *height = converted->h;
     *pitch = converted->pitch;
     return 0;
+}
+
+void view_overlay_forget(struct view_overlay *overlay) {
+    if (overlay->surface) SDL_FreeSurface(overlay->surface);
+    overlay->surface = NULL;
 }

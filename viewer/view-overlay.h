@@ -19,8 +19,12 @@ void view_overlay_frame(struct view_overlay *overlay, const struct streamrecv_sh
                         const struct view_picture *picture, uint64_t now_ns);
 
 /* Renders the text: RGBA pixels, valid until the next call. `status_only`: the status line alone (or a line saying
- * the viewer waits). -1 when there is nothing to draw. */
+ * the viewer waits). 0: new pixels; 1: the last ones still stand (the same text, or figures made less than 0.1 s
+ * ago); -1 when there is nothing to draw. */
 int view_overlay_render(struct view_overlay *overlay, const char *status, uint64_t lapped, int status_only,
                         uint64_t now_ns, const void **pixels, int *width, int *height, int *pitch);
+
+/* The overlay was taken off the screen: the next render makes new pixels. */
+void view_overlay_forget(struct view_overlay *overlay);
 
 #endif

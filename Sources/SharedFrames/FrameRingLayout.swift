@@ -160,8 +160,14 @@ enum CString {
         }
     }
 
+    /// At most `capacity - 1` bytes and a NUL, cut before a character that does not fit whole (a reader would
+    /// otherwise show half of it as U+FFFD: an RTSP server's reason phrase can run past the field).
     static func write(_ string: String, to pointer: UnsafeMutableRawPointer, capacity: Int) {
-        let bytes = Array(string.utf8.prefix(capacity - 1))
+        let all = Array(string.utf8)
+        var end = min(all.count, capacity - 1)
+        // The first byte left out continues a character (10xxxxxx): leave out the rest of it, back to its lead byte.
+        while end > 0, end < all.count, all[end] & 0xC0 == 0x80 { end -= 1 }
+        let bytes = all[..<end]
         pointer.initializeMemory(as: UInt8.self, repeating: 0, count: capacity)
         if !bytes.isEmpty { bytes.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) } }
     }

@@ -23,6 +23,9 @@ struct StreamInspector {
     private var assembler: AccessUnitAssembler
     /// An access unit is described once the next one's offset (or the end of input) gives its size.
     private var waiting: AccessUnit?
+    /// Parameter sets and problems seen while an access unit waits: they lie after it in the stream, so they are
+    /// written after it (the assembler hands out an access unit only once the next one has begun).
+    private var followingWaiting: [Record] = []
     private var accessUnits = 0
     private var keyframes = 0
     private let output: (Record) -> Void
@@ -65,13 +68,17 @@ struct StreamInspector {
         case .codecDetected:
             break
         case .parameterSet(let parameterSet):
-            output(.parameterSet(offset: offset, parameterSet))
+            inStreamOrder(.parameterSet(offset: offset, parameterSet))
         case .accessUnit(let unit):
             describeWaiting(endingAt: unit.streamOffset)
             waiting = unit
         case .problem(let problem):
-            output(.problem(problem))
+            inStreamOrder(.problem(problem))
         }
+    }
+
+    private mutating func inStreamOrder(_ record: Record) {
+        if waiting == nil { output(record) } else { followingWaiting.append(record) }
     }
 
     private mutating func describeWaiting(endingAt end: Int64) {
@@ -80,5 +87,7 @@ struct StreamInspector {
         if unit.isKeyframe { keyframes += 1 }
         output(.accessUnit(index: accessUnits, offset: unit.streamOffset, size: end - unit.streamOffset, unit: unit))
         accessUnits += 1
+        for record in followingWaiting { output(record) }
+        followingWaiting.removeAll()
     }
 }

@@ -7,7 +7,11 @@ struct KeyLines {
     private var sections: [(section: String, index: Int?, line: Int)] = []
 
     init(_ text: String) {
-        var scanner = Scanner(characters: Array(text.unicodeScalars))
+        // A byte-order mark (an editor on another system may write one) is no key: TOML allows it, and taken
+        // for one it hid the first table's header, so that every later line was placed in the wrong table.
+        var characters = Array(text.unicodeScalars)
+        if characters.first == "\u{FEFF}" { characters.removeFirst() }
+        var scanner = Scanner(characters: characters)
         scanner.run()
         entries = scanner.entries
         sections = scanner.sections

@@ -83,7 +83,7 @@ final class SRTAdmissionGate: Sendable {
     }
 }
 
-/// How many callers were refused after their handshake lately, and from where: while more than `limit` were in
+/// How many callers were refused after their handshake lately, and from where: once `limit` were in
 /// the last `holdSeconds`, their sources are held back. Pure: the gate holds it under its lock.
 struct SRTRefusalPressure {
     static let limit = 32
