@@ -32,16 +32,18 @@ final class RingObjectMaker: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     /// Starts making an object for frames of `capacity` bytes on a thread of its own (seconds of page reservation
-    /// would hold a worker of a shared pool). `delay`: tests stand in for a loaded machine.
+    /// would hold a worker of a shared pool). `delay`: tests stand in for a loaded machine, where reserving the
+    /// pages is what takes long: the object is there, under its temporary name, all that time.
     init(capacity: Int, slots: Int, configuration: FrameRingConfiguration, delay: UInt64 = 0) {
         self.capacity = capacity
         started = MonotonicClock.nanoseconds()
         Self.detach { [self] in
-            if delay > 0 { Self.sleep(nanoseconds: delay) }
             do {
                 let outcome: Result<(SharedMemoryObject, RingGeometry), SharedMemoryError>
                 do throws(SharedMemoryError) {
-                    outcome = .success(try Self.makeObject(capacity: capacity, slots: slots, configuration: configuration))
+                    let made = try Self.makeObject(capacity: capacity, slots: slots, configuration: configuration)
+                    if delay > 0 { Self.sleep(nanoseconds: delay) }
+                    outcome = .success(made)
                 } catch {
                     outcome = .failure(error)
                 }
