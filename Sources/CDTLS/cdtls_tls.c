@@ -102,7 +102,9 @@ int cdtls_tls_server_covers_host(const cdtls_tls_server *server, const char *hos
     if (certificate == NULL) {
         return 0;
     }
-    return X509_check_host(certificate, host, 0, 0, NULL) == 1 || X509_check_ip_asc(certificate, host, 0) == 1;
+    /* The subject's CN is no name a browser checks (only subjectAltName counts): it covers nothing here either. */
+    return X509_check_host(certificate, host, 0, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, NULL) == 1 ||
+           X509_check_ip_asc(certificate, host, 0) == 1;
 }
 
 cdtls_tls_connection *cdtls_tls_connection_new(const cdtls_tls_server *server, char *error, size_t error_capacity) {

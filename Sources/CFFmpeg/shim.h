@@ -32,7 +32,9 @@ static inline int streamrecv_error_max_string_size(void) { return AV_ERROR_MAX_S
 /// libavcodec's own log lines go to `sink` (one formatted line, no trailing newline) instead of stderr, so the
 /// daemon can tag, rate-limit and route them like its own. av_log's callback takes a va_list, which Swift
 /// cannot receive: this formats the line first.
-typedef void (*streamrecv_av_log_sink)(int level, const char *line, const void *context);
+/// `owner`: for a codec context, its `opaque`, which frame threads' copies of a decoder's context share with it
+/// (libavcodec logs from those copies, which nobody outside it knows); NULL otherwise.
+typedef void (*streamrecv_av_log_sink)(int level, const char *line, const void *context, const void *owner);
 /* A function-local static, not a file-scope one: Swift's importer emits the functions it uses, not globals. */
 static inline streamrecv_av_log_sink *streamrecv_av_log_sink_slot(void) {
     static streamrecv_av_log_sink sink;
@@ -47,7 +49,9 @@ static void streamrecv_av_log_callback(void *context, int level, const char *for
     av_log_format_line2(context, level, format, arguments, line, (int)sizeof line, &print_prefix);
     size_t length = strlen(line);
     while (length > 0 && (line[length - 1] == '\n' || line[length - 1] == '\r')) line[--length] = 0;
-    if (length > 0) sink(level, line, context);
+    const void *owner = context && *(const AVClass *const *)context == avcodec_get_class()
+                            ? ((const AVCodecContext *)context)->opaque : NULL;
+    if (length > 0) sink(level, line, context, owner);
 }
 
 static inline void streamrecv_av_log_route(streamrecv_av_log_sink sink) {

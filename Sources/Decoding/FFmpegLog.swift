@@ -13,9 +13,10 @@ public enum FFmpegLog {
     public static func route(to logger: Logger) {
         log.withLock { $0 = (logger, LibraryLogLimiter()) }
         av_log_set_level(AV_LOG_WARNING)
-        streamrecv_av_log_route { level, line, context in
+        streamrecv_av_log_route { level, line, context, owner in
             guard let line else { return }
-            let stream = context.flatMap { FFmpegLog.noteMessage(from: UInt(bitPattern: $0), isError: level <= AV_LOG_ERROR) }
+            let stream = FFmpegLog.noteMessage(from: UInt(bitPattern: context), owner: UInt(bitPattern: owner),
+                                               isError: level <= AV_LOG_ERROR)
             FFmpegLog.receive(level: level, line: String(cString: line), stream: stream ?? "")
         }
         routed.withLock { $0 = true }
@@ -23,8 +24,9 @@ public enum FFmpegLog {
 
     // MARK: - Errors per decoder
 
-    /// Errors libavcodec logged, per watched context (a decoder's AVCodecContext and its private context): the only
-    /// word it gives of a slice it could not decode while its concealment is off (`VideoDecoder.setChunked`).
+    /// Errors libavcodec logged, per watched context (a decoder's AVCodecContext, its private context, and the
+    /// `opaque` its frame threads' copies of the context log with): the only word it gives of a slice it could not
+    /// decode while its concealment is off (`VideoDecoder.setChunked`).
     private static let watched = Mutex<[UInt: Watched]>([:])
 
     private struct Watched {
@@ -50,17 +52,22 @@ public enum FFmpegLog {
         watched.withLock { table in contexts.reduce(0) { $0 + (table[UInt(bitPattern: $1)]?.errors ?? 0) } }
     }
 
-    /// Counts an error of a watched context; the stream it belongs to, nil for a context not watched.
-    private static func noteMessage(from context: UInt, isError: Bool) -> String? {
+    /// Counts an error of a watched context, or else of a watched owner (0: none); the stream it belongs to, nil
+    /// for a context not watched.
+    private static func noteMessage(from context: UInt, owner: UInt, isError: Bool) -> String? {
         watched.withLock { table in
-            guard table[context] != nil else { return nil }
-            if isError { table[context]!.errors += 1 }
-            return table[context]!.stream
+            guard let key = [context, owner].first(where: { $0 != 0 && table[$0] != nil }) else { return nil }
+            if isError { table[key]!.errors += 1 }
+            return table[key]!.stream
         }
     }
 
     static func receive(level: Int32, line: String, stream: String = "") {
-        let message = line.hasPrefix("[") ? String(line.drop { $0 != "]" }.dropFirst().drop { $0 == " " }) : line
+        // Only av_log's own "[name @ 0x…] " goes: a message that merely begins with a bracket keeps it.
+        var message = line
+        if line.hasPrefix("["), let close = line.firstIndex(of: "]"), line[..<close].contains(" @ 0x") {
+            message = String(line[line.index(after: close)...].drop { $0 == " " })
+        }
         log.withLock { routing in
             guard let logger = routing?.logger else { return }
             guard let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: monotonicNanoseconds()) else { return }

@@ -67,6 +67,13 @@ public final class VideoDecoder {
     private var defaultErrorConcealment: Int32 = 0
     public private(set) var isChunked = false
     private var logContexts: [UnsafeMutableRawPointer] = []
+    /// The context's `opaque`: the hardware format get_format must pick (AV_PIX_FMT_NONE without hardware), and,
+    /// being this decoder's own address, what its frame threads' copies of the context are known by in the log.
+    private let owner: UnsafeMutablePointer<Int32> = {
+        let owner = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        owner.initialize(to: AV_PIX_FMT_NONE.rawValue)
+        return owner
+    }()
 
     /// - Parameters:
     ///   - parameterSets: the active parameter sets in Annex B form, given to the decoder as extradata.
@@ -97,6 +104,7 @@ public final class VideoDecoder {
         self.packet = packet
         self.frame = frame
         self.transfer = transfer
+        context.pointee.opaque = UnsafeMutableRawPointer(owner)
         context.pointee.thread_type = configuration.threading == .frame ? FF_THREAD_FRAME : FF_THREAD_SLICE
         context.pointee.thread_count = Int32(configuration.threads)
         if self.lowDelay { context.pointee.flags |= Int32(AV_CODEC_FLAG_LOW_DELAY) }
@@ -115,7 +123,7 @@ public final class VideoDecoder {
             context.pointee.hw_device_ctx = hardware.accelerator == .cuda && Self.cudaStreamPerDecoder
                 ? streamrecv_cuda_device_with_own_stream(device, nil) ?? av_buffer_ref(device) : av_buffer_ref(device)
             // get_format accepts only the device's format: no silent fallback inside libavcodec.
-            context.pointee.opaque = UnsafeMutableRawPointer(bitPattern: Int(hardware.pixelFormat.rawValue) + 1)
+            owner.pointee = hardware.pixelFormat.rawValue
             context.pointee.get_format = selectHardwareFormat
             context.pointee.extra_hw_frames = Int32(Self.extraHardwareFrames(
                 reorderDepth: reorderDepth, assumedReorderDepth: assumedReorderDepth, configuration: configuration))
@@ -123,9 +131,11 @@ public final class VideoDecoder {
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
         defaultErrorConcealment = context.pointee.error_concealment
-        // What libavcodec logs errors with: the codec context, and the decoder's private context (which has its
-        // own class for options). Kept: `loggedErrors` is asked for every frame decoded in parts.
-        logContexts = [UnsafeMutableRawPointer(context)] + (context.pointee.priv_data.map { [$0] } ?? [])
+        // What libavcodec logs errors with: the codec context, the decoder's private context (which has its own
+        // class for options), and frame threads' copies of the codec context, known by their `opaque`. Kept:
+        // `loggedErrors` is asked for every frame decoded in parts.
+        logContexts = [UnsafeMutableRawPointer(context), UnsafeMutableRawPointer(owner)]
+            + (context.pointee.priv_data.map { [$0] } ?? [])
         FFmpegLog.watch(logContexts, stream: stream)
     }
 
@@ -181,6 +191,7 @@ public final class VideoDecoder {
     deinit {
         FFmpegLog.unwatch(logContexts)
         avcodec_free_context(&context)
+        owner.deallocate()  // after the context: its threads are joined
         av_packet_free(&packet)
         av_buffer_unref(&packetBuffer)
         av_frame_free(&frame)
@@ -247,13 +258,15 @@ public final class VideoDecoder {
     }
 }
 
-/// The get_format callback: picks the hardware format stored in `opaque`, or none (decoding then fails and the
-/// stream falls back to software visibly rather than silently).
+/// The get_format callback: picks the hardware format stored at `opaque` (`VideoDecoder.owner`), or none (decoding
+/// then fails and the stream falls back to software visibly rather than silently).
 private let selectHardwareFormat: @convention(c) (
     UnsafeMutablePointer<AVCodecContext>?, UnsafePointer<AVPixelFormat>?
 ) -> AVPixelFormat = { context, formats in
     guard let context, var format = formats else { return AV_PIX_FMT_NONE }
-    let wanted = Int32(Int(bitPattern: context.pointee.opaque) - 1)
+    guard let wanted = context.pointee.opaque?.load(as: Int32.self), wanted != AV_PIX_FMT_NONE.rawValue else {
+        return AV_PIX_FMT_NONE
+    }
     while format.pointee != AV_PIX_FMT_NONE {
         if format.pointee.rawValue == wanted { return format.pointee }
         format += 1

@@ -43,10 +43,12 @@ final class DTLSAssociationCore {
         event(for: cdtls_association_handle_timeout(handle))
     }
 
-    /// Rounded to whole milliseconds, at least 1 and at most a minute (the longest DTLS timeout).
+    /// Rounded to whole milliseconds, at least 1 and at most a minute (the longest DTLS timeout). OpenSSL takes
+    /// less than 15 ms left for expired: below that a flight is sent again at once (only tests go so low).
     func setInitialRetransmissionTimeout(_ timeout: Duration) {
         let (seconds, attoseconds) = timeout.components
-        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        // Clamped in seconds first: a duration of Int64.max seconds must not overflow into a trap.
+        let milliseconds = min(max(seconds, 0), 60) * 1000 + attoseconds / 1_000_000_000_000_000
         cdtls_association_set_initial_timeout_ms(handle, UInt32(clamping: min(max(milliseconds, 1), 60_000)))
     }
 

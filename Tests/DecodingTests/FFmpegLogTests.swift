@@ -67,7 +67,11 @@ import Testing
         let stream = "prefix"
         FFmpegLog.receive(level: AV_LOG_ERROR, line: "[h264 @ 0x55d0c8a0]   error while decoding MB 3 4, bytestream 9", stream: stream)
         FFmpegLog.receive(level: AV_LOG_WARNING, line: "no prefix [kept] here", stream: stream)
-        #expect(Self.lines(of: stream).map(\.message) == ["error while decoding MB 3 4, bytestream 9", "no prefix [kept] here"])
+        // A message of no context that begins with a bracket is no prefix: it used to lose "[tag]", or all of it.
+        FFmpegLog.receive(level: AV_LOG_WARNING, line: "[tag] no context here", stream: stream)
+        FFmpegLog.receive(level: AV_LOG_WARNING, line: "[unterminated context", stream: stream)
+        #expect(Self.lines(of: stream).map(\.message) == ["error while decoding MB 3 4, bytestream 9", "no prefix [kept] here",
+                                                           "[tag] no context here", "[unterminated context"])
     }
 
     /// One line per kind (numbers aside); the next line admitted says how many were left out; at most four lines
@@ -135,5 +139,28 @@ import Testing
         #expect(clean.loggedErrors == 0)
         let lines = Self.lines(of: "decoder-damaged")
         #expect(!lines.isEmpty && lines.allSatisfy { $0.level == .error && !$0.message.hasPrefix("[") }, "\(lines)")
+    }
+
+    /// With frame threads libavcodec decodes, and logs, through copies of the decoder's context that only it knows:
+    /// those lines are still the decoder's (found by the context's `opaque`), counted and named. They were neither.
+    @Test func aFrameThreadedDecoderCountsWhatItsThreadsLog() throws {
+        _ = Self.captured
+        let inputs = decoderInputs(try encode("h264", size: "64x48", frames: 4, parameters: "bframes=0"))
+        let decoder = try VideoDecoder(
+            codec: .h264, configuration: DecoderConfiguration(threading: .frame, threads: 2, hardware: .none),
+            parameterSets: inputs[0].parameterSets, reorderDepth: 0, lowDelay: false, assumedReorderDepth: 0,
+            hardware: nil, stream: "decoder-frame-threads")
+        var generator = SeededGenerator(seed: 12)
+        let noise: [UInt8] = [0, 0, 0, 1, 0x65, 0x88, 0x84] + (0..<300).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for (pts, data) in inputs.map({ ($0.pts, $0.data) }) + [(Int64(99), noise), (Int64(100), noise)] {
+            _ = data.withUnsafeBytes { decoder.send($0, pts: pts) }
+            _ = decoder.receive { _ in }
+        }
+        _ = decoder.sendEndOfStream()
+        var outcome = ReceiveOutcome.frame
+        while case .frame = outcome { outcome = decoder.receive { _ in } }
+        #expect(decoder.activeThreading.hasPrefix("frame threads"), "\(decoder.activeThreading)")
+        #expect(decoder.loggedErrors > 0)
+        #expect(!Self.lines(of: "decoder-frame-threads").isEmpty)
     }
 }

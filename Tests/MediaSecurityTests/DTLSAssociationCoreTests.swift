@@ -17,6 +17,8 @@ import Testing
     @Test func theFirstTimeoutIsKeptWithinAMinuteAndAboveZero() throws {
         let cases: [(given: Duration?, within: ClosedRange<Duration>)] = [
             (.seconds(3600), .seconds(59) ... .seconds(60)),
+            // Far past a minute: clamped, where multiplying it into milliseconds trapped.
+            (.seconds(Int64.max), .seconds(59) ... .seconds(60)),
             (.milliseconds(250), .milliseconds(100) ... .milliseconds(250)),
             (.microseconds(10), .milliseconds(1) ... .milliseconds(16)),
             (.seconds(-5), .milliseconds(1) ... .milliseconds(16)),

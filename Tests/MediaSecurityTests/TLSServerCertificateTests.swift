@@ -59,6 +59,18 @@ import Testing
         }
     }
 
+    /// A certificate with no subjectAltName covers nothing, not even its CN: browsers refuse it for every name,
+    /// so a `Host:` of its CN is no name the endpoint serves over HTTPS (it used to count).
+    @Test func theCommonNameAloneCoversNothing() throws {
+        let directory = try TemporaryDirectory()
+        for name in ["receiver.example", "127.0.0.1"] {
+            let files = try OpenSSLTool.makeCertificate(in: directory, name: name, commonName: name, subjectAltName: nil)
+            let certificate = try TLSServerCertificate(certificatePath: files.certificate, keyPath: files.key)
+            #expect(certificate.subject == "/CN=\(name)")
+            #expect(!certificate.covers(host: name), "\(name)")
+        }
+    }
+
     /// Each refusal names what is wrong, so the operator knows which file to fix.
     @Test func filesThatCannotServeAreRefusedWithTheirReason() throws {
         let directory = try TemporaryDirectory()
