@@ -41,9 +41,18 @@ static inline streamrecv_av_log_sink *streamrecv_av_log_sink_slot(void) {
     return &sink;
 }
 
+/// Set on a thread while it opens a hardware device: libavutil's own attempts are not passed on. The thread's own
+/// flag, not the process's log level: threads opening devices at once would leave that level wrong (at QUIET).
+static inline int *streamrecv_av_log_quiet_slot(void) {
+    static _Thread_local int quiet;
+    return &quiet;
+}
+
+static inline void streamrecv_av_log_set_quiet(int quiet) { *streamrecv_av_log_quiet_slot() = quiet; }
+
 static void streamrecv_av_log_callback(void *context, int level, const char *format, va_list arguments) {
     streamrecv_av_log_sink sink = *streamrecv_av_log_sink_slot();
-    if (level > av_log_get_level() || !sink) return;
+    if (level > av_log_get_level() || !sink || *streamrecv_av_log_quiet_slot()) return;
     char line[1024];
     int print_prefix = 1;
     av_log_format_line2(context, level, format, arguments, line, (int)sizeof line, &print_prefix);

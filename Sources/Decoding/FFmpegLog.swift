@@ -22,6 +22,14 @@ public enum FFmpegLog {
         routed.withLock { $0 = true }
     }
 
+    /// Runs `body` with libavcodec's lines from this thread left out (hardware probing: its attempts are summed
+    /// up in one line of ours). The process's log level is not touched.
+    static func quietly<T>(_ body: () -> T) -> T {
+        streamrecv_av_log_set_quiet(1)
+        defer { streamrecv_av_log_set_quiet(0) }
+        return body()
+    }
+
     // MARK: - Errors per decoder
 
     /// Errors libavcodec logged, per watched context (a decoder's AVCodecContext, its private context, and the

@@ -219,11 +219,9 @@ public struct FFmpegHardwareProbe: HardwareDeviceProbing {
         // One context per accelerator for the whole process (SharedHardwareDevices): opened by the first decoder.
         let shared = SharedHardwareDevices.reference(accelerator) {
             var context: UnsafeMutablePointer<AVBufferRef>?
-            // libavutil logs its own attempts at warning level; keep our one summary line instead.
-            let previousLevel = av_log_get_level()
-            av_log_set_level(AV_LOG_QUIET)
-            let result = av_hwdevice_ctx_create(&context, accelerator.deviceType, nil, nil, 0)
-            av_log_set_level(previousLevel)
+            // libavutil logs its own attempts at warning level; keep our one summary line instead. Not by the
+            // process's log level: two streams probing at once left it at QUIET, and decoders' errors went uncounted.
+            let result = FFmpegLog.quietly { av_hwdevice_ctx_create(&context, accelerator.deviceType, nil, nil, 0) }
             guard result >= 0, let context else {
                 return .failure(HardwareProbeFailure(reason: "cannot open \(accelerator.defaultDevice): \(ffmpegErrorText(result))"))
             }

@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 @testable import Decoding
 import Logging
 import StreamrecvTestSupport
@@ -162,5 +163,30 @@ import Testing
         #expect(decoder.activeThreading.hasPrefix("frame threads"), "\(decoder.activeThreading)")
         #expect(decoder.loggedErrors > 0)
         #expect(!Self.lines(of: "decoder-frame-threads").isEmpty)
+    }
+    /// Hardware probing silences its own thread's lines only, and leaves the process's level alone: it used to set
+    /// the level to QUIET and back, and two probes at once could leave it at QUIET, every decoder's errors uncounted.
+    @Test func quietlySilencesItsOwnThreadOnly() throws {
+        _ = Self.captured
+        var context: UnsafeMutablePointer<AVCodecContext>? = try #require(avcodec_alloc_context3(nil))
+        defer { avcodec_free_context(&context) }
+        let watched = UnsafeMutableRawPointer(context!)
+        let stream = "quiet-probe"
+        FFmpegLog.watch([watched], stream: stream)
+        defer { FFmpegLog.unwatch([watched]) }
+        let level = av_log_get_level()
+        FFmpegLog.quietly {
+            #expect(av_log_get_level() == level)
+            Self.log(watched, AV_LOG_ERROR, "dropped while quiet\n")
+            // Another thread meanwhile is heard.
+            let address = UInt(bitPattern: watched)
+            let other = Thread { Self.log(UnsafeMutableRawPointer(bitPattern: address), AV_LOG_ERROR, "another thread is heard\n") }
+            other.start()
+            while !other.isFinished { usleep(1000) }
+        }
+        Self.log(watched, AV_LOG_ERROR, "heard again\n")
+        #expect(Self.lines(of: stream).map(\.message) == ["another thread is heard", "heard again"])
+        #expect(FFmpegLog.errors(of: [watched]) == 2)
+        #expect(av_log_get_level() == level)
     }
 }

@@ -106,11 +106,12 @@ func waitReadable(_ descriptor: Int32, seconds: Double) -> Bool {
     return poll(&entry, 1, Int32(seconds * 1000)) == 1
 }
 
-/// Writes all of `bytes`, as a stream socket may take them in parts.
+/// Writes all of `bytes` to a stream socket, which may take them in parts. MSG_NOSIGNAL: a peer that closed first
+/// (s_client does once its input ends) must fail the write, not kill the whole test process with SIGPIPE.
 func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
     var offset = 0
     while offset < bytes.count {
-        let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let written = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         if written <= 0 { return false }
         offset += written
     }

@@ -22,7 +22,12 @@ private final class AttachedRing {
             shmName: name, streamName: label, slotCount: slots, maxWidth: 32, maxHeight: 32))
         configure(writer)
         for sequence in 0..<frames {
-            let outcome = writer.publish(layout: Self.layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence + 1)); _ = $1 }
+            // The first frame waits for its object, at most 0.5 s a try: a loaded machine may take longer.
+            let deadline = MonotonicClock.nanoseconds() + 20_000_000_000
+            var outcome = PublishOutcome.awaitingRing
+            repeat {
+                outcome = writer.publish(layout: Self.layout, metadata: FrameMetadata()) { pattern($0, sequence: UInt64(sequence + 1)); _ = $1 }
+            } while outcome == .awaitingRing && MonotonicClock.nanoseconds() < deadline
             try #require(outcome == .published(sequence: UInt64(sequence + 1)))
         }
         // Attached after publishing: the first frame moves the stream to an object with room for it.

@@ -87,7 +87,10 @@ private func plantPlainObject(_ name: String, size: Int) throws {
         let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
             shmName: name, streamName: "present", slotCount: 2, maxWidth: 16, maxHeight: 16))
         defer { writer.close() }
-        _ = writer.publish(layout: FrameLayout(format: .gray8, width: 16, height: 16), metadata: FrameMetadata()) { _, _ in }
+        // The first frame waits for its object, at most 0.5 s a try: a loaded machine may take longer.
+        let deadline = MonotonicClock.nanoseconds() + 20_000_000_000
+        while writer.publish(layout: FrameLayout(format: .gray8, width: 16, height: 16), metadata: FrameMetadata(), fill: { _, _ in })
+            == .awaitingRing, MonotonicClock.nanoseconds() < deadline {}
         // No timeout at all: it must not wait when there is nothing to wait for.
         let reader = try StreamLocation.parse(["--shm", name]).attach(waitingUpTo: nil)
         #expect(reader.latestSequence == 1)

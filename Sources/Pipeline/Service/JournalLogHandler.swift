@@ -19,11 +19,19 @@ public struct JournalLogHandler: LogHandler {
         set { ownLevel = newValue }
     }
 
+    /// Where lines go: stderr, but for tests, which must not point the whole process's fd 2 elsewhere.
+    private let descriptor: Int32
+
     /// - Parameter level: this logger's own level; nil follows the daemon-wide one.
     public init(label: String, level: Logger.Level? = nil, journal: Bool = JournalLogHandler.stderrIsJournal) {
+        self.init(label: label, level: level, journal: journal, descriptor: 2)
+    }
+
+    init(label: String, level: Logger.Level?, journal: Bool, descriptor: Int32) {
         self.label = label
         ownLevel = level
         self.journal = journal
+        self.descriptor = descriptor
     }
 
     /// Changes the level of every logger that has not set its own.
@@ -78,7 +86,7 @@ public struct JournalLogHandler: LogHandler {
             line = "\(stamp) \(event.level) \(label): \(message)\(suffix)\n"
         }
         // One write per line, so lines from several threads never interleave.
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        _ = line.withCString { write(descriptor, $0, strlen($0)) }
     }
 }
 

@@ -6,36 +6,33 @@ import Testing
 /// The daemon's log lines: `<N>` priorities for the journal, timestamped lines otherwise, one write per line, and
 /// nothing a peer sends can forge a line or drive a terminal.
 ///
-/// The handler writes to fd 2 itself, so these tests point fd 2 at a pipe for the moment of one call. Serialized:
-/// fd 2 and the daemon-wide level belong to the whole process.
+/// The handler writes to fd 2 in the daemon; here to a pipe of the suite's own (close-on-exec, so no child of
+/// another suite inherits it), never by pointing the process's fd 2 elsewhere. Serialized: the pipe and the
+/// daemon-wide level are shared by its tests.
 @Suite(.serialized) struct JournalLogHandlerTests {
-    /// A label no other test logs with, to tell this test's lines from anything else written to stderr meanwhile.
     static let label = "journal-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
 
+    /// The suite's pipe (a socket pair: made close-on-exec at once, which Swift's Glibc offers no pipe2 for); its
+    /// read end does not block.
+    static let output: (read: Int32, write: Int32) = {
+        var ends: [Int32] = [-1, -1]
+        let type = Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue)
+        precondition(socketpair(AF_UNIX, type, 0, &ends) == 0, "socketpair: \(errno)")
+        _ = fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK)
+        return (ends[0], ends[1])
+    }()
+
     static func logger(journal: Bool, level: Logger.Level? = nil) -> Logger {
-        Logger(label: label) { label in JournalLogHandler(label: label, level: level, journal: journal) }
+        Logger(label: label) { label in JournalLogHandler(label: label, level: level, journal: journal, descriptor: output.write) }
     }
 
-    /// The lines `body` wrote to fd 2 that carry `marker`. Whatever else reached fd 2 meanwhile (another test's
-    /// output) is written on to the real stderr, not lost.
+    /// The lines `body` had the suite's loggers write that carry `marker`.
     static func standardErrorLines(containing marker: String, _ body: () -> Void) throws -> [String] {
-        var ends: [Int32] = [-1, -1]
-        try #require(pipe(&ends) == 0)
-        let saved = dup(2)
-        try #require(saved >= 0)
-        dup2(ends[1], 2)
-        close(ends[1])
         body()
-        dup2(saved, 2)
-        close(saved)
-        // Every write end is closed now: the read ends at what was written.
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while case let count = read(ends[0], &chunk, chunk.count), count > 0 { bytes += chunk[..<count] }
-        close(ends[0])
+        while case let count = read(output.read, &chunk, chunk.count), count > 0 { bytes += chunk[..<count] }
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        let others = lines.filter { !$0.contains(marker) }.joined(separator: "\n")
-        if !others.isEmpty { _ = others.withCString { write(2, $0, strlen($0)) } }
         return lines.filter { $0.contains(marker) }.map(String.init)
     }
 
@@ -87,9 +84,13 @@ import Testing
     @Test func plainLinesStartWithAUTCTimestampLevelAndLabel() throws {
         let marker = "mark-\(UInt32.random(in: 0...UInt32.max))"
         let logger = Self.logger(journal: false, level: .info)
-        let before = time(nil)
+        // The clock the handler reads: time() is the kernel's coarse second, which can lag it by a tick.
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let before = now.tv_sec
         let lines = try Self.standardErrorLines(containing: marker) { logger.warning("\(marker)", metadata: ["k": "v"]) }
-        let after = time(nil)
+        clock_gettime(CLOCK_REALTIME, &now)
+        let after = now.tv_sec
         let line = try #require(lines.first)
         #expect(lines.count == 1)
         let match = try #require(line.wholeMatch(of: /(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z (.*)/), "\(line)")
