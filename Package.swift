@@ -104,7 +104,11 @@ let package = Package(
             dependencies: ["Bitstream", "CAllocationCounter"]
         ),
         // Helpers shared by the test targets: bit writer, seeded generator, corpus and FFmpeg access.
-        .target(name: "StreamrecvTestSupport", dependencies: ["Bitstream"], path: "Tests/Support"),
+        .target(
+            name: "StreamrecvTestSupport",
+            dependencies: ["Bitstream", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Support"
+        ),
         .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "StreamrecvTestSupport"]),
         .testTarget(
             name: "DecodingTests",

@@ -83,6 +83,20 @@ struct RingGeometry: Equatable {
     }
 
     static func roundUp(_ value: Int) -> Int { (value + pageSize - 1) / pageSize * pageSize }
+
+    /// Writes this geometry and the ABI's sizes into a zeroed header: everything but the magic, which the writer
+    /// stores last.
+    func write(into header: UnsafeMutablePointer<streamrecv_shm_header>) {
+        header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
+        header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
+        header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
+        header.pointee.slot_count = UInt32(slotCount)
+        header.pointee.slot_table_offset = UInt64(slotTableOffset)
+        header.pointee.slot_data_offset = UInt64(slotDataOffset)
+        header.pointee.slot_data_stride = UInt64(slotDataStride)
+        header.pointee.slot_data_capacity = UInt64(slotDataCapacity)
+        header.pointee.total_size = UInt64(totalSize)
+    }
 }
 
 /// Why a shared-memory object is not a usable ring.

@@ -125,16 +125,7 @@ final class RingObjectMaker: Sendable {
         object.withMapping { base in
             // Zero header and slot table; the magic, stored last by the writer, makes it valid.
             base.initializeMemory(as: UInt8.self, repeating: 0, count: geometry.slotDataOffset)
-            let header = RingPointers(base: base, geometry: geometry).header
-            header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
-            header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
-            header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
-            header.pointee.slot_count = UInt32(geometry.slotCount)
-            header.pointee.slot_table_offset = UInt64(geometry.slotTableOffset)
-            header.pointee.slot_data_offset = UInt64(geometry.slotDataOffset)
-            header.pointee.slot_data_stride = UInt64(geometry.slotDataStride)
-            header.pointee.slot_data_capacity = UInt64(geometry.slotDataCapacity)
-            header.pointee.total_size = UInt64(geometry.totalSize)
+            geometry.write(into: RingPointers(base: base, geometry: geometry).header)
         }
         return (object, geometry)
     }

@@ -3,7 +3,6 @@ import Foundation
 @testable import Decoding
 import Logging
 import StreamrecvTestSupport
-import Synchronization
 import Testing
 
 /// libavcodec's log routed into a Logger: levels mapped, the `[h264 @ 0x…]` prefix dropped, the stream named,
@@ -18,32 +17,16 @@ import Testing
         var description: String { "\(level) \(message) [\(stream ?? "-")]" }
     }
 
-    final class Lines: Sendable {
-        private let lines = Mutex<[Line]>([])
-        func append(_ line: Line) { lines.withLock { $0.append(line) } }
-        var all: [Line] { lines.withLock { $0 } }
-    }
-
-    struct Capture: LogHandler {
-        let lines: Lines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            lines.append(Line(level: event.level, message: event.message.description, stream: event.metadata?["stream"]?.description))
-        }
-    }
-
-    static let captured: Lines = {
-        let lines = Lines()
-        FFmpegLog.route(to: Logger(label: "libavcodec") { _ in Capture(lines: lines) })
+    static let captured: CapturedLines = {
+        let lines = CapturedLines()
+        FFmpegLog.route(to: lines.logger(label: "libavcodec"))
         return lines
     }()
 
-    static func lines(of stream: String) -> [Line] { captured.all.filter { $0.stream == stream } }
+    static func lines(of stream: String) -> [Line] {
+        captured.all.map { Line(level: $0.level, message: $0.message, stream: $0.metadata["stream"]?.description) }
+            .filter { $0.stream == stream }
+    }
 
     /// av_log through libavutil itself (its C variadic form cannot be called from Swift).
     static func log(_ context: UnsafeMutableRawPointer?, _ level: Int32, _ format: String, _ arguments: CVarArg...) {

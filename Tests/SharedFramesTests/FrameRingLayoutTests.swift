@@ -18,16 +18,7 @@ private final class FakeMapping {
     /// `size`: the bytes actually allocated, when only the header will be read (the check reads nothing else).
     convenience init(_ geometry: RingGeometry, magic: Bool = true, size: Int? = nil) {
         self.init(size: size ?? max(geometry.totalSize, Int(STREAMRECV_SHM_HEADER_SIZE)))
-        let header = self.header
-        header.pointee.abi_version = STREAMRECV_SHM_ABI_VERSION
-        header.pointee.header_size = STREAMRECV_SHM_HEADER_SIZE
-        header.pointee.slot_size = STREAMRECV_SHM_SLOT_SIZE
-        header.pointee.slot_count = UInt32(geometry.slotCount)
-        header.pointee.slot_table_offset = UInt64(geometry.slotTableOffset)
-        header.pointee.slot_data_offset = UInt64(geometry.slotDataOffset)
-        header.pointee.slot_data_stride = UInt64(geometry.slotDataStride)
-        header.pointee.slot_data_capacity = UInt64(geometry.slotDataCapacity)
-        header.pointee.total_size = UInt64(geometry.totalSize)
+        geometry.write(into: header)
         if magic { header.pointee.magic = STREAMRECV_SHM_MAGIC }
     }
 

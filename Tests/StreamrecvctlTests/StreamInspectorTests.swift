@@ -3,72 +3,21 @@ import StreamrecvTestSupport
 @testable import streamrecvctl
 import Testing
 
-/// Hand-made H.264 NAL units (no encoder needed): Baseline SPS (POC type 2, 4-bit frame_num), PPS, slices.
+/// Hand-made H.264 NAL units (no encoder needed; `Build` in Tests/Support): Baseline SPS (POC type 2, 4-bit
+/// frame_num), PPS, slices, and an orientation SEI.
 enum HandBuilt {
     /// 320x240 unless cropped; `timing` is (num_units_in_tick, time_scale).
     static func sps(id: UInt64 = 0, widthInMbs: UInt64 = 20, heightInMbs: UInt64 = 15, cropBottom: UInt64 = 0,
                     timing: (UInt32, UInt32)? = nil) -> [UInt8] {
-        var w = BitWriter()
-        w.u(8, 66)  // profile_idc: Baseline
-        w.u(8, 0)
-        w.u(8, 30)  // level_idc
-        w.ue(id)
-        w.ue(0)  // log2_max_frame_num_minus4
-        w.ue(2)  // pic_order_cnt_type
-        w.ue(1)  // max_num_ref_frames
-        w.flag(false)
-        w.ue(widthInMbs - 1)
-        w.ue(heightInMbs - 1)
-        w.flag(true)  // frame_mbs_only_flag
-        w.flag(true)  // direct_8x8_inference_flag
-        if cropBottom > 0 {
-            w.flag(true)
-            w.ue(0); w.ue(0); w.ue(0); w.ue(cropBottom)
-        } else {
-            w.flag(false)
-        }
-        if let timing {
-            w.flag(true)  // vui_parameters_present_flag
-            w.u(4, 0)  // no aspect ratio, overscan, video signal or chroma location
-            w.flag(true)  // timing_info_present_flag
-            w.u(32, UInt64(timing.0))
-            w.u(32, UInt64(timing.1))
-            w.flag(true)  // fixed_frame_rate_flag
-            w.u(3, 0)  // no HRD, no pic_struct
-            w.flag(false)  // bitstream_restriction_flag
-        } else {
-            w.flag(false)
-        }
-        w.trailingBits()
-        return [0x67] + escapeRBSP(w.bytes)
+        Build.h264SPS(id: id, widthInMbs: widthInMbs, heightInMapUnits: heightInMbs,
+                      crop: cropBottom > 0 ? (0, 0, 0, cropBottom) : nil, timing: timing)
     }
 
-    static func pps(id: UInt64 = 0, spsId: UInt64 = 0) -> [UInt8] {
-        var w = BitWriter()
-        w.ue(id)
-        w.ue(spsId)
-        w.flag(false); w.flag(false)
-        w.ue(0)  // one slice group
-        w.ue(0); w.ue(0)
-        w.flag(false)
-        w.u(2, 0)
-        w.se(0); w.se(0); w.se(0)
-        w.flag(true); w.flag(false); w.flag(false)
-        w.trailingBits()
-        return [0x68] + escapeRBSP(w.bytes)
-    }
+    static func pps(id: UInt64 = 0, spsId: UInt64 = 0) -> [UInt8] { Build.h264PPS(id: id, spsId: spsId) }
 
     /// One slice, with filler after its header (the inspector never decodes it).
     static func slice(idr: Bool, frameNum: UInt64, firstMb: UInt64 = 0) -> [UInt8] {
-        var w = BitWriter()
-        w.ue(firstMb)
-        w.ue(idr ? 7 : 5)  // slice_type: I or P, all slices of the picture alike
-        w.ue(0)  // pic_parameter_set_id
-        w.u(4, frameNum)
-        if idr { w.ue(0) }  // idr_pic_id
-        w.u(16, 0xA5A5)
-        w.trailingBits()
-        return [idr ? 0x65 : 0x41] + escapeRBSP(w.bytes)
+        Build.h264Slice(idr: idr, frameNum: frameNum, firstMb: firstMb)
     }
 
     /// A display orientation SEI (payload type 47): flips, and rotation anticlockwise in 1/65536 of a turn.
@@ -81,7 +30,7 @@ enum HandBuilt {
         w.ue(0)  // display_orientation_repetition_period
         w.flag(false)  // display_orientation_extension_flag
         w.trailingBits()
-        return [0x06] + escapeRBSP([47, UInt8(w.bytes.count)] + w.bytes + [0x80])
+        return Build.sei(codec: .h264, type: 47, payload: w.bytes)
     }
 
     /// SPS, PPS, an IDR picture, then `pictures - 1` P pictures.

@@ -1,4 +1,5 @@
 import Bitstream
+import StreamrecvTestSupport
 import Testing
 
 @Suite struct ParameterSetStoreTests {

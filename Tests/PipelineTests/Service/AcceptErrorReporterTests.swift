@@ -5,6 +5,7 @@ import NIOCore
 import NIOEmbedded
 @testable import Pipeline
 import Prometheus
+import StreamrecvTestSupport
 import Testing
 
 /// accept(2) failures on a listening socket (out of descriptors): counted every time, logged at most once per
@@ -23,8 +24,7 @@ import Testing
         }
 
         var count: Double? {
-            registry.emitToString().split(separator: "\n").first { $0.hasPrefix("test_accept_errors_total ") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            registry.sample("test_accept_errors_total")
         }
     }
 

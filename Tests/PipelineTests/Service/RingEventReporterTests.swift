@@ -1,8 +1,8 @@
 import Logging
-import NIOConcurrencyHelpers
 @testable import Pipeline
 import Prometheus
 import SharedFrames
+import StreamrecvTestSupport
 import Testing
 
 /// What happens to a stream's ring, told to the journal (each kind at most once per 10 s), counted in the
@@ -23,8 +23,7 @@ import Testing
 
         /// The value of one series of the stream, e.g. `ring_problems_total{stream="cam",kind="foreign"}`.
         func sample(_ series: String) -> Double? {
-            registry.emitToString().split(separator: "\n").first { $0.hasPrefix("streamrecvd_" + series + " ") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            registry.sample("streamrecvd_" + series)
         }
 
         func problems(_ kind: RingProblem) -> Double? { sample(#"ring_problems_total{stream="cam",kind="\#(kind.rawValue)"}"#) }
@@ -114,23 +113,4 @@ import Testing
         #expect(RingProblem(.replaced) == .replaced && RingProblem(.unavailable) == .unavailable)
         #expect(RingProblem.allCases.map(\.rawValue) == ["truncated", "unlinked", "replaced", "foreign", "unavailable", "size_limit"])
     }
-}
-
-/// The lines a logger wrote, with their levels.
-final class CapturedLines: Sendable {
-    private let lines = NIOLockedValueBox<[(level: Logger.Level, message: String)]>([])
-    func append(_ level: Logger.Level, _ message: String) { lines.withLockedValue { $0.append((level, message)) } }
-    var all: [(level: Logger.Level, message: String)] { lines.withLockedValue { $0 } }
-}
-
-/// A log handler that keeps every line in `lines`.
-struct CaptureHandler: LogHandler {
-    let lines: CapturedLines
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) { lines.append(event.level, event.message.description) }
 }

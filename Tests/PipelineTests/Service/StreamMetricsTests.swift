@@ -7,16 +7,6 @@ import Testing
 /// One stream's series: every one carries its `stream` label, each reason counts in its own, and a stream removed
 /// by a reload takes all of its series with it and no other stream's.
 @Suite struct StreamMetricsTests {
-    /// Every sample line of the exposition, by series.
-    static func samples(_ registry: PrometheusCollectorRegistry) -> [String: Double] {
-        var samples: [String: Double] = [:]
-        for line in registry.emitToString().split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
-            samples[String(line[..<space])] = value
-        }
-        return samples
-    }
-
     static func fixture(_ streams: String...) -> ([StreamMetrics], PrometheusCollectorRegistry) {
         let registry = PrometheusCollectorRegistry()
         return (streams.map { StreamMetrics(stream: $0, factory: MetricsServer.factory(registry: registry)) }, registry)
@@ -32,7 +22,7 @@ import Testing
         metrics.takeover(.stale)
         metrics.rtpDiscarded(.sequenceJump)
         metrics.rtpDiscarded(.sequenceJump)
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         func value(_ family: String, _ label: String, _ reason: String) -> Double? {
             samples[#"streamrecvd_\#(family){stream="desk",\#(label)="\#(reason)"}"#]
         }
@@ -56,7 +46,7 @@ import Testing
         streams[0].defect(.emptyNALUnit, count: 5)
         streams[0].defect(.emptyNALUnit)
         streams[0].defect(.oversizedNALUnit)
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         #expect(samples[#"streamrecvd_stream_defects_total{stream="desk",kind="empty_nal_unit"}"#] == 6)
         #expect(samples[#"streamrecvd_stream_defects_total{stream="desk",kind="oversized_nal_unit"}"#] == 1)
         for defect in StreamDefect.allCases {
@@ -70,7 +60,7 @@ import Testing
         streams[0].rtspFailure("unauthorized")
         streams[0].rtspFailure("unauthorized")
         streams[0].rtspFailure("no such kind")
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         #expect(samples[#"streamrecvd_rtsp_failures_total{stream="door",reason="unauthorized"}"#] == 2)
         let failures = samples.keys.filter { $0.hasPrefix("streamrecvd_rtsp_failures_total{") }
         #expect(failures.count == RTSPFailure.kinds.count, "\(failures.sorted())")
@@ -83,7 +73,7 @@ import Testing
         streams[0].framesPublished.increment(by: 7)
         streams[1].framesPublished.increment()
         streams[1].width.record(1920)
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         #expect(samples[#"streamrecvd_frames_published_total{stream="a"}"#] == 7)
         #expect(samples[#"streamrecvd_frames_published_total{stream="b"}"#] == 1)
         #expect(samples[#"streamrecvd_frame_width{stream="b"}"#] == 1920 && samples[#"streamrecvd_frame_width{stream="a"}"#] == 0)
@@ -97,18 +87,18 @@ import Testing
             metrics.publishLatency.recordNanoseconds(3_000_000)
             metrics.framesPerSecond.record(30)
         }
-        let before = Self.samples(registry).keys
+        let before = registry.samples().keys
         let gone = before.filter { $0.contains(#"stream="gone""#) }
         let kept = before.filter { $0.contains(#"stream="kept""#) }
         #expect(gone.count == kept.count && gone.count > 50, "\(gone.count) series")
         #expect(gone.contains { $0.hasPrefix(StreamMetrics.latencyLabel + "_count") })
 
         streams[0].destroy()
-        let after = Self.samples(registry).keys
+        let after = registry.samples().keys
         let left = after.filter { $0.contains(#"stream="gone""#) }
         #expect(left.isEmpty, "left behind: \(left.sorted())")
         #expect(after.filter { $0.contains(#"stream="kept""#) }.count == kept.count)
-        #expect(Self.samples(registry)[#"streamrecvd_frames_per_second{stream="kept"}"#] == 30)
+        #expect(registry.samples()[#"streamrecvd_frames_per_second{stream="kept"}"#] == 30)
     }
 
     /// Publish latency goes into the video-sized buckets the endpoint's factory sets (0.5 ms to 1 s).
@@ -116,7 +106,7 @@ import Testing
         let (streams, registry) = Self.fixture("desk")
         streams[0].publishLatency.recordNanoseconds(3_000_000)
         streams[0].publishLatency.recordNanoseconds(40_000_000)
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         let series = StreamMetrics.latencyLabel
         #expect(samples[#"\#(series)_count{stream="desk"}"#] == 2)
         #expect(samples[#"\#(series)_bucket{stream="desk",le="0.002"}"#] == 0)

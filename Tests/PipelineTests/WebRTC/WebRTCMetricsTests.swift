@@ -5,16 +5,6 @@ import Testing
 /// The WebRTC server's series, as the metrics endpoint shows them: one per reason a session ended or a request
 /// was refused, each counting only its own.
 @Suite struct WebRTCMetricsTests {
-    /// Every line of the exposition that is a sample, by series.
-    static func samples(_ registry: PrometheusCollectorRegistry) -> [String: Double] {
-        var samples: [String: Double] = [:]
-        for line in registry.emitToString().split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
-            samples[String(line[..<space])] = value
-        }
-        return samples
-    }
-
     static func fixture() -> (WebRTCMetrics, PrometheusCollectorRegistry) {
         let registry = PrometheusCollectorRegistry()
         return (WebRTCMetrics(factory: MetricsServer.factory(registry: registry)), registry)
@@ -23,7 +13,7 @@ import Testing
     /// Dashboards and alerts name these series: they exist, at zero, before anything has happened.
     @Test func everySeriesIsThereFromTheStart() {
         let (_, registry) = Self.fixture()
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         let plain = ["sessions", "sessions_started_total", "stun_rejected_total", "srtp_rejected_total", "nacks_sent_total",
                      "transport_feedback_sent_total", "retransmissions_recovered_total", "ssrc_changes_total", "received_bytes_total",
                      "connections_given_up_total", "datagrams_not_sent_total", "audio_packets_dropped_total"]
@@ -47,7 +37,7 @@ import Testing
         for (index, reason) in WebRTCMetrics.Refusal.allCases.enumerated() {
             for _ in 0..<(index + 10) { metrics.refused(reason) }
         }
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         for (index, reason) in WebRTCMetrics.SessionEnd.allCases.enumerated() {
             #expect(samples[#"streamrecvd_webrtc_sessions_ended_total{reason="\#(reason.rawValue)"}"#] == Double(index + 1), "\(reason)")
         }
@@ -63,7 +53,7 @@ import Testing
         metrics.refusedCounter(.connections).increment(by: 3)
         metrics.refused(.connections)
         metrics.refusedCounter(.tls).increment()
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         #expect(samples[#"streamrecvd_webrtc_requests_refused_total{reason="connections"}"#] == 4)
         #expect(samples[#"streamrecvd_webrtc_requests_refused_total{reason="tls_handshake"}"#] == 1)
     }
@@ -75,7 +65,7 @@ import Testing
         metrics.sessionsOpen.record(1)
         metrics.sessionsStarted.increment()
         metrics.bytesReceived.increment(by: 1500)
-        let samples = Self.samples(registry)
+        let samples = registry.samples()
         #expect(samples["streamrecvd_webrtc_sessions"] == 1 && samples["streamrecvd_webrtc_sessions_started_total"] == 1)
         #expect(samples["streamrecvd_webrtc_received_bytes_total"] == 1500)
     }

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 @testable import Pipeline
 import Prometheus
+import StreamrecvTestSupport
 import Testing
 
 /// The first look at an SRT caller, before libsrt gives it a socket's memory: `allow`, the per-source connection
@@ -26,9 +27,7 @@ import Testing
         }
 
         func refused(_ reason: StreamMetrics.RefusalReason) -> Double? {
-            let series = #"streamrecvd_refused_total{stream="field",reason="\#(reason.rawValue)"}"#
-            return registry.emitToString().split(separator: "\n").first { $0.hasPrefix(series + " ") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            registry.sample(#"streamrecvd_refused_total{stream="field",reason="\#(reason.rawValue)"}"#)
         }
     }
 
