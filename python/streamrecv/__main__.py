@@ -52,10 +52,12 @@ def _write_frames(ring, options):
     # With --borrow, packed from the slot where the frame lies and written only once the frame held; copied where
     # the ring may not be borrowed from (an object others could shrink).
     refused = ring.borrowable() if options.borrow else "not asked for"
+    # Taken before saying "attached": every frame published after that line is written, none is skipped.
+    first = ring.latest_sequence + 1
     print("streamrecv: attached to %s%s" % (ring.shm_name, " (copying: %s)" % refused if options.borrow and refused else ""),
           file=sys.stderr, flush=True)
     written = overtaken = 0
-    for frame in ring.frames(timeout=options.timeout, borrow=refused is None):
+    for frame in ring.frames(timeout=options.timeout, start=first, borrow=refused is None):
         packed = frame.packed()
         if not frame.still_valid():
             overtaken += 1  # the writer reused the slot while it was packed: lost, as a lapped frame is
