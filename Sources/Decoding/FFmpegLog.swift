@@ -7,11 +7,17 @@ import Synchronization
 /// logger: warnings and errors only, limited by kind of message and by stream (`LibraryLogLimiter`), with the count
 /// of those suppressed. The `[h264 @ 0x…]` context is dropped; the stream a decoder belongs to is named instead.
 public enum FFmpegLog {
-    private static let log = Mutex<(logger: Logger, limiter: LibraryLogLimiter)?>(nil)
+    /// Where the lines go, once `route(to:)` was called.
+    private struct Routing {
+        var logger: Logger
+        var limiter: LibraryLogLimiter
+    }
+
+    private static let log = Mutex<Routing?>(nil)
 
     /// Installs the routing; libavcodec messages then go to `logger` (label "libavcodec").
     public static func route(to logger: Logger) {
-        log.withLock { $0 = (logger, LibraryLogLimiter()) }
+        log.withLock { $0 = Routing(logger: logger, limiter: LibraryLogLimiter()) }
         av_log_set_level(AV_LOG_WARNING)
         streamrecv_av_log_route { level, line, context, owner in
             guard let line else { return }
@@ -77,9 +83,11 @@ public enum FFmpegLog {
             message = String(line[line.index(after: close)...].drop { $0 == " " })
         }
         log.withLock { routing in
-            guard let logger = routing?.logger else { return }
-            guard let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: monotonicNanoseconds()) else { return }
-            logger.log(level: level <= AV_LOG_ERROR ? .error : .warning, "\(message)\(suffix)",
+            // Mutated in place (`routing!`): a copy would copy the limiter's tables at every line.
+            guard routing != nil,
+                  let suffix = routing!.limiter.admit(stream: stream, level: level, message: message, now: monotonicNanoseconds())
+            else { return }
+            routing!.logger.log(level: level <= AV_LOG_ERROR ? .error : .warning, "\(message)\(suffix)",
                        metadata: stream.isEmpty ? nil : ["stream": "\(stream)"])
         }
     }

@@ -9,7 +9,7 @@ import SharedFrames
 /// thread.
 extension DecodeSession {
     func handle(_ event: AssemblerEvent) {
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         switch event {
         case .codecDetected(let codec):
             telemetry.codecDetected(codec)
@@ -44,7 +44,7 @@ extension DecodeSession {
 
     func decode(_ unit: AccessUnit) {
         if finishDecodingInParts(unit) { return }
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         telemetry.count(.accessUnit)
         if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
             telemetry.dropped(.tooLarge)
@@ -114,7 +114,7 @@ extension DecodeSession {
 
     /// A frame out of the decoder: flagged by the loss policy and by what the decoder found, then published.
     func publish(_ frame: DecodedFrame) {
-        let decodedAt = MonotonicClock.nanoseconds()
+        let decodedAt = clock.now()
         telemetry.count(.frameDecoded)
         if let connection { worker.activity.decodedFrame(connection, at: decodedAt) }
         let meta = pending.take(frame.pts)
@@ -157,7 +157,7 @@ extension DecodeSession {
 
     /// Counts, logs and measures what became of a frame.
     func report(_ outcome: FramePublisher.Outcome) {
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         switch outcome {
         case .published(let layout, let metadata, let late):
             let completedAt = metadata.timeAccessUnitComplete == 0 ? nil : metadata.timeAccessUnitComplete
@@ -189,7 +189,7 @@ extension DecodeSession {
     // MARK: - Decoder events
 
     func note(_ event: StreamDecoderEvent) {
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         switch event {
         case .pathSelected(let summary):
             telemetry.log(.notice, key: "decoder-path", now: now, summary)

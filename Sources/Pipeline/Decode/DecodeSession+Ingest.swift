@@ -30,7 +30,8 @@ extension DecodeSession {
 
     /// An Annex B ingest event: NAL units are collected (they are handed to the assembler with the first bytes of
     /// the unit after them), defects counted and logged.
-    func collect(_ event: AnnexBIngest.Event, at time: UInt64 = MonotonicClock.nanoseconds()) {
+    func collect(_ event: AnnexBIngest.Event, at arrival: UInt64? = nil) {
+        let time = arrival ?? clock.now()
         switch event {
         case .nalUnit(let unit):
             nalUnitScratch.append(unit)
@@ -158,7 +159,7 @@ extension DecodeSession {
         }
         // The slice count restarts when the unit began a new access unit.
         let sliceJoined = assembler.slicesInProgress > (completed ? 0 : slices)
-        if progress || sliceJoined { reportProgress(now: MonotonicClock.nanoseconds()) }
+        if progress || sliceJoined { reportProgress(now: clock.now()) }
         handleCollectedEvents()
         if sliceJoined { decodeNewSlice(last: next.map { assembler.startsAccessUnit($0) } ?? false) }
     }
@@ -177,6 +178,6 @@ extension DecodeSession {
 
     /// The arrival of byte `offset` of the stream: its chunk's or packet's time, and RTP timestamp.
     func arrival(ofOffset offset: Int64) -> (time: UInt64, mediaTimestamp: Int64?) {
-        arrivals.arrival(ofOffset: offset) ?? (MonotonicClock.nanoseconds(), nil)
+        arrivals.arrival(ofOffset: offset) ?? (clock.now(), nil)
     }
 }

@@ -15,7 +15,7 @@ extension DecodeSession {
     /// not had yet. The picture's first slice decides whether the picture is decoded in parts; `last` says that
     /// the next NAL unit begins the next access unit (its first bytes are in), so this slice is the picture's last.
     func decodeNewSlice(last: Bool) {
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         guard !parts.isDecodingAPicture else {
             feedPart(now: now)
             return

@@ -19,6 +19,8 @@ final class DecodeSession {
     let configuration: StreamConfiguration
     let telemetry: StreamTelemetry
     let publisher: FramePublisher
+    /// The only source of the time in the session (tests move it by hand).
+    let clock: DecodeClock
     var annexB: AnnexBIngest
     /// How this connection's bytes become NAL units (DecodeSession+Framing.swift).
     var framing = Framing.annexB
@@ -59,8 +61,10 @@ final class DecodeSession {
     init(worker: StreamWorker, ring: FrameRingWriter) {
         self.worker = worker
         configuration = worker.configuration
+        clock = worker.clock
         publisher = FramePublisher(writer: ring, output: configuration.decoder.output)
-        telemetry = StreamTelemetry(ring: publisher, metrics: worker.metrics, snapshot: worker.snapshot, logger: worker.logger)
+        telemetry = StreamTelemetry(ring: publisher, metrics: worker.metrics, snapshot: worker.snapshot, logger: worker.logger,
+                                    clock: clock)
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         keyframes = KeyframeRequester(kind: configuration.rtp.keyframeRequest, intervalSeconds: configuration.rtp.keyframeRequestInterval)
@@ -71,15 +75,16 @@ final class DecodeSession {
         loop: while true {
             worker.snapshot.withLockedValue { $0.busySince = nil }
             // The ring is checked once a second even while no frame flows: someone may remove or shrink it.
-            let now = MonotonicClock.nanoseconds()
+            let now = clock.now()
             if now >= nextRingCheck {
                 publisher.checkRing(now: now)
                 releaseLingeringDecoder(now: now)
                 nextRingCheck = now + 1_000_000_000
             }
             // Frames held for a ring being made go into it within milliseconds of its being made.
-            let next = worker.queue.pop(deadline: publisher.holdsFrames ? min(nextRingCheck, now + 5_000_000) : nextRingCheck)
-            worker.snapshot.withLockedValue { $0.busySince = MonotonicClock.nanoseconds() }
+            let wakeAt = publisher.holdsFrames ? min(nextRingCheck, now + 5_000_000) : nextRingCheck
+            let next = worker.queue.pop(waitingAtMost: wakeAt > now ? wakeAt - now : 0)
+            worker.snapshot.withLockedValue { $0.busySince = clock.now() }
             if publisher.holdsFrames { publishHeldFrames() }
             guard let (work, remaining) = next else { continue }
             worker.drained(to: remaining)
@@ -184,14 +189,14 @@ final class DecodeSession {
 
     private func end(reason: DisconnectReason) {
         if framing.withRTP({ $0.flush { rtpEventScratch.append($0) } }) != nil {
-            handleCollectedRTPEvents(at: MonotonicClock.nanoseconds(), packetSSRC: nil)
+            handleCollectedRTPEvents(at: clock.now(), packetSSRC: nil)
         }
         finishInput()
         telemetry.senderEnded()
         telemetry.log(.info, key: "disconnected-\(reason.kind)",
                       "sender disconnected: \(reason) (\(bytesThisConnection) bytes, \(assembler.statistics.accessUnits) access units)")
         connection = nil
-        senderGoneSince = MonotonicClock.nanoseconds()
+        senderGoneSince = clock.now()
     }
 
     /// `decoder_linger` after the sender left, the decoder is closed: a 1080p decoder holds about 25 MB of frames

@@ -60,9 +60,12 @@ final class StreamTelemetry {
     /// Frames published since `fpsWindowStart`, for the frames-per-second gauge.
     private var fpsWindowFrames = 0
     private var fpsWindowStart: UInt64 = 0
+    private let clock: DecodeClock
     private var lastPublishedSize = (width: 0, height: 0)
 
-    init(ring: FramePublisher, metrics: StreamMetrics, snapshot: NIOLockedValueBox<StreamSnapshot>, logger: Logger) {
+    init(ring: FramePublisher, metrics: StreamMetrics, snapshot: NIOLockedValueBox<StreamSnapshot>, logger: Logger,
+         clock: DecodeClock = .monotonic) {
+        self.clock = clock
         self.ring = ring
         self.metrics = metrics
         self.snapshot = snapshot
@@ -71,8 +74,8 @@ final class StreamTelemetry {
     }
 
     /// A line, at most once per `key` per 10 s (with the number suppressed).
-    func log(_ level: Logger.Level, key: String, now: UInt64 = MonotonicClock.nanoseconds(), _ message: String) {
-        log.log(level, key: key, now: now, message)
+    func log(_ level: Logger.Level, key: String, now: UInt64? = nil, _ message: String) {
+        log.log(level, key: key, now: now ?? clock.now(), message)
     }
 
     func count(_ event: CountedEvent) {
@@ -119,7 +122,7 @@ final class StreamTelemetry {
 
     /// A frame is in the ring (the writer counted it in the ring's header).
     func published(width: Int, height: Int, corrupt: Bool, completedAt: UInt64?, decodedAt: UInt64? = nil) {
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         if let decodedAt, now >= decodedAt { metrics.frameWrite.recordNanoseconds(Int64(now - decodedAt)) }
         let sizeChanged = width != lastPublishedSize.width || height != lastPublishedSize.height
         lastPublishedSize = (width, height)

@@ -58,11 +58,14 @@ final class StreamWorker: Sendable {
     /// Where the listener learns that the sender is delivering video.
     let activity: SenderActivity
     let logger: Logger
+    /// The decode thread's time, and the watchdog's measure of it.
+    let clock: DecodeClock
     private let finished = ConditionLock(value: false)
 
     init(configuration: StreamConfiguration, ringEvents: RingEventReporter,
-         activity: SenderActivity, logger: Logger, metrics: StreamMetrics) {
+         activity: SenderActivity, logger: Logger, metrics: StreamMetrics, clock: DecodeClock = .monotonic) {
         self.configuration = configuration
+        self.clock = clock
         self.metrics = metrics
         self.ringEvents = ringEvents
         self.activity = activity
@@ -133,7 +136,7 @@ final class StreamWorker: Sendable {
     /// (a thread waiting for work is healthy however long it waits).
     func isHealthy(stallLimitNanoseconds limit: UInt64) -> Bool {
         guard let since = snapshot.withLockedValue({ $0.busySince }) else { return true }
-        let now = MonotonicClock.nanoseconds()
+        let now = clock.now()
         return now < since || now - since < limit
     }
 }

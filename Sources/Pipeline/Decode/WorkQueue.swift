@@ -53,13 +53,14 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
 
     /// Waits for the next item; returns it with the bytes still waiting after it.
     func pop() -> (item: Item, remainingBytes: Int) {
-        pop(deadline: nil)!
+        pop(waitingAtMost: nil)!
     }
 
-    /// Waits for the next item until `deadline` (CLOCK_MONOTONIC nanoseconds; nil waits for ever); nil when the
-    /// deadline passed with the queue still empty.
-    func pop(deadline: UInt64?) -> (item: Item, remainingBytes: Int)? {
-        withLock {
+    /// Waits for the next item at most `timeout` nanoseconds (nil waits for ever); nil when that passed with the
+    /// queue still empty. The wait is measured on CLOCK_MONOTONIC here, whatever clock the caller decides by.
+    func pop(waitingAtMost timeout: UInt64?) -> (item: Item, remainingBytes: Int)? {
+        let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0 }
+        return withLock {
             while head == items.count {
                 guard let deadline else {
                     pthread_cond_wait(condition, mutex)

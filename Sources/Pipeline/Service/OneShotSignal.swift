@@ -3,14 +3,18 @@ import NIOConcurrencyHelpers
 /// An event that happens once (a stream became ready, a stop was asked for) and that any number of tasks await.
 /// Waiters that arrive after it fired return at once.
 final class OneShotSignal: Sendable {
-    private let state = NIOLockedValueBox<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private enum State {
+        case waiting([CheckedContinuation<Void, Never>])
+        case fired
+    }
+
+    private let state = NIOLockedValueBox(State.waiting([]))
 
     func fire() {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.fired else { return [] }
-            state.fired = true
-            defer { state.waiters = [] }
-            return state.waiters
+            guard case .waiting(let waiters) = state else { return [] }
+            state = .fired
+            return waiters
         }
         for waiter in waiters { waiter.resume() }
     }
@@ -18,8 +22,10 @@ final class OneShotSignal: Sendable {
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let fired = state.withLockedValue { state -> Bool in
-                if !state.fired { state.waiters.append(continuation) }
-                return state.fired
+                guard case .waiting(var waiters) = state else { return true }
+                waiters.append(continuation)
+                state = .waiting(waiters)
+                return false
             }
             if fired { continuation.resume() }
         }

@@ -10,12 +10,18 @@ import SharedFrames
 final class RingEventReporter: Sendable {
     private let shmName: String
     private let metrics: StreamMetrics
-    private let state: NIOLockedValueBox<(log: RateLimitedLogger, problem: String?)>
+    private struct State {
+        var log: RateLimitedLogger
+        /// Why the stream has no usable ring now; nil while it has one.
+        var problem: String?
+    }
+
+    private let state: NIOLockedValueBox<State>
 
     init(shmName: String, logger: Logger, metrics: StreamMetrics) {
         self.shmName = shmName
         self.metrics = metrics
-        state = NIOLockedValueBox((RateLimitedLogger(logger: logger), nil))
+        state = NIOLockedValueBox(State(log: RateLimitedLogger(logger: logger), problem: nil))
     }
 
     /// Why the stream has no usable ring now; nil while it has one.

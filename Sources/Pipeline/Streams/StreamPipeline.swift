@@ -45,8 +45,10 @@ final class StreamPipeline: Sendable {
     private let stopRequested = OneShotSignal()
     /// Set by `stop(removingRing:)`: the stream was removed from the configuration, so its ring goes too.
     private let removeRing = NIOLockedValueBox(false)
+    /// New connections per source and second (max_connections_per_second).
+    private let admissions: NIOLockedValueBox<PerSourceRateLimiter>
     /// Connections refused (allowlist, rate, second sender): logged at most once per 10 s per reason.
-    private let refusals: NIOLockedValueBox<(limiter: PerSourceRateLimiter, log: RateLimitedLogger)>
+    private let refusalLog: NIOLockedValueBox<RateLimitedLogger>
     /// When the sender last delivered video (reported by the decode thread, read by the listener).
     private let activity = SenderActivity()
     /// The server `listen = "whip"` streams attach to.
@@ -64,8 +66,8 @@ final class StreamPipeline: Sendable {
         var logger = logger
         logger[metadataKey: "stream"] = "\(configuration.name)"
         self.logger = logger
-        refusals = NIOLockedValueBox((PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond),
-                                      RateLimitedLogger(logger: logger)))
+        admissions = NIOLockedValueBox(PerSourceRateLimiter(perSecond: configuration.maxConnectionsPerSecond))
+        refusalLog = NIOLockedValueBox(RateLimitedLogger(logger: logger))
     }
 
     /// True between the listener being bound and the stream stopping.
@@ -330,7 +332,7 @@ final class StreamPipeline: Sendable {
     private func screen(_ channel: Channel) -> StreamMetrics.RefusalReason? {
         if !configuration.allow.allows(channel.remoteAddress) { return .notAllowed }
         let now = MonotonicClock.nanoseconds()
-        return refusals.withLockedValue { $0.limiter.admit(channel.remoteAddress, now: now) } ? nil : .rateLimited
+        return admissions.withLockedValue { $0.admit(channel.remoteAddress, now: now) } ? nil : .rateLimited
     }
 
     private func refuse(_ reason: StreamMetrics.RefusalReason, remote: SocketAddress?) {
@@ -348,7 +350,7 @@ final class StreamPipeline: Sendable {
 
     private func logRefusal(key: String, _ message: String) {
         let now = MonotonicClock.nanoseconds()
-        refusals.withLockedValue { $0.log.log(.warning, key: key, now: now, message) }
+        refusalLog.withLockedValue { $0.log(.warning, key: key, now: now, message) }
     }
 
     /// A sender whose host vanished (no FIN) is detected within about a minute even with idle_timeout = 0.

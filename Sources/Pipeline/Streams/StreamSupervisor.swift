@@ -20,13 +20,19 @@ final class StreamSupervisor: Service {
     /// Listeners from socket activation by stream name. The supervisor keeps the originals and gives each
     /// pipeline instance a duplicate, so that a stream restarted by a reload can listen on it again.
     private let inherited: [String: Int32]
-    private let state: NIOLockedValueBox<(configuration: DaemonConfiguration, running: [Running])>
+    private let state: NIOLockedValueBox<State>
     /// Streams of the configuration that could not start (a reload added or changed them), with why: shown in
     /// STATUS lines, and started again by the next reload even if their settings did not change.
     private let failures = NIOLockedValueBox<[String: String]>([:])
     /// The pipelines of the initial configuration, once `run` has made them (or has ended without: then empty).
     private let initialPipelines = NIOLockedValueBox<[StreamPipeline]>([])
     private let initialStarted = OneShotSignal()
+
+    /// The configuration in force and the streams running under it.
+    private struct State {
+        var configuration: DaemonConfiguration
+        var running: [Running]
+    }
 
     private struct Running {
         var pipeline: StreamPipeline
@@ -45,7 +51,7 @@ final class StreamSupervisor: Service {
         self.configurationPath = configurationPath
         self.metricsFactory = metricsFactory
         self.inherited = inherited
-        state = NIOLockedValueBox((configuration, []))
+        state = NIOLockedValueBox(State(configuration: configuration, running: []))
     }
 
     /// The streams running now, in configuration order.

@@ -38,8 +38,14 @@ final class WebRTCServer: Service, Sendable {
     private let table: NIOLoopBoundBox<WebRTCSessionTable>
     let metrics: WebRTCMetrics
     /// The sockets and the timer, once `bind()` has made them.
-    private let bound = NIOLockedValueBox<(media: Channel, http: Channel, ticks: RepeatedTask)?>(nil)
+    private let bound = NIOLockedValueBox<Bound?>(nil)
     private let connections: ConnectionCap
+
+    private struct Bound {
+        var media: Channel
+        var http: Channel
+        var ticks: RepeatedTask
+    }
     /// Host names served and wrong-token waits, before any request reaches a stream.
     private let gate: WHIPGate
     /// Each attached stream's source status (waiting, connected from …), for STATUS= lines.
@@ -122,7 +128,7 @@ final class WebRTCServer: Service, Sendable {
         let ticks = loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
             table.value.tick(now: MonotonicClock.nanoseconds())
         }
-        bound.withLockedValue { $0 = (media, http, ticks) }
+        bound.withLockedValue { $0 = Bound(media: media, http: http, ticks: ticks) }
         let scheme = configuration.tls == nil ? "http" : "https"
         logger.info("WebRTC: WHIP on \(scheme)://\(configuration.http.host):\(configuration.http.port)/whip/STREAM, media on udp \(configuration.media.host):\(configuration.media.port)")
         if let certificate = certificate.withLockedValue({ $0 }) {
@@ -133,10 +139,10 @@ final class WebRTCServer: Service, Sendable {
     /// Until shutdown; then both sockets close (after the streams, which stop first).
     func run() async throws {
         try? await gracefulShutdown()
-        if let (media, http, ticks) = bound.withLockedValue({ $0 }) {
-            ticks.cancel()
-            try? await http.close()
-            try? await media.close()
+        if let bound = bound.withLockedValue({ $0 }) {
+            bound.ticks.cancel()
+            try? await bound.http.close()
+            try? await bound.media.close()
         }
     }
 

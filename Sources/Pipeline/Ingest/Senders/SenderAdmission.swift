@@ -41,28 +41,37 @@ enum DisconnectReason: Sendable, CustomStringConvertible {
 /// decode thread reports progress (NAL units the assembler accepted), the listener decides with it. Bytes are not
 /// progress: a connection that sends one zero byte every few seconds, or garbage, delivers no video.
 final class SenderActivity: Sendable {
-    private let state = NIOLockedValueBox<(connection: ConnectionID, time: UInt64)>((0, 0))
+    /// A connection and the last time it did something.
+    private struct Mark {
+        var connection: ConnectionID
+        var time: UInt64
+
+        /// When `id` did it last; nil if the mark is another connection's.
+        func time(of id: ConnectionID) -> UInt64? { connection == id ? time : nil }
+    }
+
+    private let progress = NIOLockedValueBox(Mark(connection: 0, time: 0))
     /// The last frame decoded: slices that never decode (no parameter sets) are not video either.
-    private let decoded = NIOLockedValueBox<(connection: ConnectionID, time: UInt64)>((0, 0))
+    private let decoded = NIOLockedValueBox(Mark(connection: 0, time: 0))
 
     /// Decode thread: `id`'s video decoded into a frame at `now`.
     func decodedFrame(_ id: ConnectionID, at now: UInt64) {
-        decoded.withLockedValue { $0 = (id, now) }
+        decoded.withLockedValue { $0 = Mark(connection: id, time: now) }
     }
 
     /// When `id`'s video last decoded into a frame; nil if it never did.
     func lastDecoded(of id: ConnectionID) -> UInt64? {
-        decoded.withLockedValue { $0.connection == id ? $0.time : nil }
+        decoded.withLockedValue { $0.time(of: id) }
     }
 
     /// Decode thread: `id` delivered valid video at `now`.
     func progressed(_ id: ConnectionID, at now: UInt64) {
-        state.withLockedValue { $0 = (id, now) }
+        progress.withLockedValue { $0 = Mark(connection: id, time: now) }
     }
 
     /// When `id` last delivered valid video; nil if it never did.
     func lastProgress(of id: ConnectionID) -> UInt64? {
-        state.withLockedValue { $0.connection == id ? $0.time : nil }
+        progress.withLockedValue { $0.time(of: id) }
     }
 }
 
