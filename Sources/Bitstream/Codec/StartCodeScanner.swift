@@ -17,13 +17,13 @@ public enum StartCodeScanner {
             & zeroLanes(base.loadUnaligned(fromByteOffset: offset + 1, as: UInt64.self))
     }
 
-    /// Index of the first `00` of the first `00 00 01` that starts at or after `start` and lies wholly inside
-    /// `buffer`, or nil.
+    /// Index of the first `00` of the first `00 00 01` that starts at or after `start` (a negative `start` is the
+    /// buffer's beginning: nothing before it is ever read) and lies wholly inside `buffer`, or nil.
     @inlinable
     public static func firstStartCode(in buffer: UnsafeRawBufferPointer, from start: Int) -> Int? {
         let count = buffer.count
         guard let base = buffer.baseAddress, count >= 3, start <= count - 3 else { return nil }
-        var index = start
+        var index = max(start, 0)
         while index + 34 <= count {
             let pairs = zeroPairs(base, index) | zeroPairs(base, index + 8)
                 | zeroPairs(base, index + 16) | zeroPairs(base, index + 24)

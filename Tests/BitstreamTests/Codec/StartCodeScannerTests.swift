@@ -48,6 +48,17 @@ import Testing
         #expect(Self.scan(bytes, from: 6) == nil)
     }
 
+    /// A negative start is the buffer's beginning: the start code just before the buffer (in the same array) is
+    /// neither read nor returned.
+    @Test(arguments: [-1, -3, -40, Int.min])
+    func aNegativeStartReadsNothingBeforeTheBuffer(start: Int) {
+        let bytes: [UInt8] = [0, 0, 1] + [UInt8](repeating: 0x41, count: 40) + [0, 0, 1, 0x41]
+        let found = bytes.withUnsafeBytes { raw in
+            StartCodeScanner.firstStartCode(in: UnsafeRawBufferPointer(rebasing: raw[3...]), from: start)
+        }
+        #expect(found == 40)
+    }
+
     @Test(arguments: [0, 1, 7, 8, 30, 31, 32, 33, 63, 64, 65, 95, 96, 97])
     func aStartCodeIsFoundAtEveryOffsetAcrossTheWordBlocks(position: Int) {
         // The block loop tests 32 positions at once with 8-byte words: offsets at and around every word and block
