@@ -114,9 +114,9 @@ final class DecodeThreadFixture {
     }
 
     /// FFmpeg's decode of `path`, frame by frame, as planar 4:2:0.
-    static func ffmpegFrames(_ path: String) throws -> [[UInt8]] {
+    static func ffmpegFrames(_ path: String, width: Int = 320, height: Int = 240) throws -> [[UInt8]] {
         let raw = Array(try runChecked("ffmpeg", ["-v", "error", "-f", "h264", "-i", path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]).standardOutput)
-        let size = 320 * 240 * 3 / 2
+        let size = width * height * 3 / 2
         return stride(from: 0, to: raw.count, by: size).map { Array(raw[$0..<min($0 + size, raw.count)]) }
     }
 
@@ -137,6 +137,23 @@ final class DecodeThreadFixture {
         #expect(status.state == .waiting, "the sender left")
         #expect(status.counters.accessUnits == UInt64(Self.frameCount) && status.counters.decodeErrors == 0)
         #expect(status.counters.bytesReceived == UInt64(stream.count))
+    }
+
+    /// New parameter sets in the middle of a connection (320x240, then 160x120): the decoder is recreated once, the
+    /// ring follows the new size, and every frame of both parts is FFmpeg's decode of that part.
+    @Test func aSizeChangeInOneConnectionRecreatesTheDecoderAndKeepsEveryFrame() throws {
+        let (first, firstPath) = try Self.generatedStream(frames: 4)
+        let directory = try TestEnvironment.temporaryDirectory()
+        let second = try GeneratedStreams.encode(codec: "h264", size: "160x120", frames: 4, in: directory, name: "small.h264")
+        let reference = try Self.ffmpegFrames(firstPath) + Self.ffmpegFrames(second.path, width: 160, height: 120)
+        #expect(reference.count == 8)
+        let thread = try DecodeThreadFixture { $0.decoder.output = .native }
+        thread.sendConnection(1, first + Array(try Data(contentsOf: second)), chunk: 1400)
+        try thread.waitFor("8 frames published") { thread.status.counters.framesPublished == 8 }
+        #expect(thread.packedFrames(1...8) == reference)
+        #expect(thread.messages(containing: "moved to a new object").isEmpty, "a smaller picture fits the ring it has")
+        let counters = thread.status.counters
+        #expect(counters.decoderRecreations == 1 && counters.decodeErrors == 0 && counters.framesDropped == 0)
     }
 
     /// `decoder_linger` runs on the session's clock: the decoder is still open 29 s after the sender left, closed
