@@ -83,7 +83,9 @@ def decode_time_ms(path, frames):
     raise RuntimeError("no -benchmark line from ffmpeg")
 
 
-def connect(port, timeout=20):
+def connect(port, timeout=20, receiver=None):
+    """A connection to the receiver listening on `port`; an error at once if `receiver` (a process) has exited (a
+    missing GStreamer plugin, say), instead of waiting out the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -91,6 +93,9 @@ def connect(port, timeout=20):
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return connection
         except OSError:
+            if receiver is not None and receiver.poll() is not None:
+                raise RuntimeError("%s exited with status %d before listening (its stderr: .build/bench/anchor.log)"
+                                   % (receiver.args[0], receiver.returncode)) from None
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
@@ -104,11 +109,11 @@ def sleep_until(target):
         time.sleep(left / 1e9 if left > 2_000_000 else 0)
 
 
-def send_paced(units, fps, port, delimiter=b"", link=None):
+def send_paced(units, fps, port, delimiter=b"", link=None, receiver=None):
     """Access unit i starts at start + i/fps (or when the previous one is out), in one sendall, or with `link` in
     1448-byte writes at that many bits per second; the delimiter goes with its last write. Returns when each
     one's last byte was written."""
-    connection = connect(port)
+    connection = connect(port, receiver=receiver)
     time.sleep(0.5)  # the receiver has accepted and settled
     start = time.monotonic_ns() + 10_000_000
     written = []
@@ -174,7 +179,7 @@ def piped(args, command, units, decode_index, fps, port, delimiter, link):
                              stdout=subprocess.PIPE)
     receiver.stdout.close()
     try:
-        written = send_paced(units, fps, port, delimiter, link)
+        written = send_paced(units, fps, port, delimiter, link, receiver)
         rows = collect(probe)
     finally:
         receiver.kill()
