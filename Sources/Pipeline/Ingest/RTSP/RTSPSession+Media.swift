@@ -41,7 +41,7 @@ extension RTSPSession {
             throw .protocolError("the server did not accept interleaved TCP (Transport: \(text.prefix(100))); try rtsp_transport = \"udp\"")
         }
         let channels = transport.interleaved ?? RTSPTransportHeader.Pair(first: 0, second: 1)
-        gate.withLockedValue { $0 = RTSPMediaGate(serverPorts: nil, interleaved: true, ssrc: transport.ssrc) }
+        media.withLockedValue { $0.gate = RTSPMediaGate(serverPorts: nil, interleaved: true, ssrc: transport.ssrc) }
         rtcpSender = { [connection] bytes in connection.writeInterleaved(channel: UInt8(truncatingIfNeeded: channels.second), bytes) }
         routeInterleaved(rtpChannel: UInt8(truncatingIfNeeded: channels.first), rtcpChannel: UInt8(truncatingIfNeeded: channels.second),
                          on: connection)
@@ -49,7 +49,7 @@ extension RTSPSession {
 
     private func setUpUDP(mediaURL: String, on connection: RTSPConnection) async throws(RTSPFailure) -> String {
         guard let server = connection.channel.remoteAddress else { throw .closed }
-        mediaSource.withLockedValue { $0 = server }
+        media.withLockedValue { $0.server = server }
         let pair = try await bindPortPair(near: connection.channel)
         udp = pair
         let port = pair.rtp.localAddress?.port ?? 0
@@ -75,12 +75,12 @@ extension RTSPSession {
                 """)
             throw .protocolError("the server names neither server_port nor ssrc for UDP; asking for interleaved TCP next")
         }
-        gate.withLockedValue {
-            $0 = RTSPMediaGate(serverPorts: transport.serverPorts.map { ($0.first, $0.second) }, ssrc: transport.ssrc)
+        media.withLockedValue {
+            $0.gate = RTSPMediaGate(serverPorts: transport.serverPorts.map { ($0.first, $0.second) }, ssrc: transport.ssrc)
         }
         // To the server's RTCP port once known (named by SETUP, or after its first RTP packet), on its address.
-        rtcpSender = { [rtcp = pair.rtcp, server, gate] bytes in
-            guard let port = gate.withLockedValue({ $0?.rtcpPort }) else { return }
+        rtcpSender = { [rtcp = pair.rtcp, server, media] bytes in
+            guard let port = media.withLockedValue({ $0.gate?.rtcpPort }) else { return }
             var destination = server
             destination.port = port
             rtcp.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: rtcp.allocator.buffer(bytes: bytes)), promise: nil)
@@ -90,13 +90,13 @@ extension RTSPSession {
 
     /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
     private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
-        let deliver = Self.deliverer(worker: worker, statistics: statistics, id: id)
-        let (note, gate, refuse) = (rtcpReceiver, self.gate, refusalReporter)
+        let deliver = Self.deliverer(worker: worker, media: media, id: id)
+        let (note, media, refuse) = (rtcpReceiver, self.media, refusalReporter)
         let (lost, worker, id) = (context.metrics.datagramsLost, self.worker, self.id)
         connection.channel.eventLoop.execute {
             connection.handler.value.interleaved = { channel, payload in
                 if channel == rtpChannel {
-                    let verdict = payload.withUnsafeBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: nil) } }
+                    let verdict = payload.withUnsafeBytes { bytes in media.withLockedValue { $0.gate?.admitRTP(bytes, fromPort: nil) } }
                     // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
                     // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
                     let accepted = verdict?.isAccepted ?? false
@@ -117,27 +117,27 @@ extension RTSPSession {
     /// Counts and logs (at most once per 10 s per kind) a packet the gate refused; says once that the server's SSRC
     /// is not the one its SETUP answer named.
     var refusalReporter: @Sendable (RTSPMediaGate.Verdict?, String) -> Void {
-        { [refusals, metrics = context.metrics] verdict, from in
+        { [media, metrics = context.metrics] verdict, from in
             let now = MonotonicClock.nanoseconds()
             switch verdict {
             case .accepted:
                 return
             case .acceptedOtherThanNamed(let named):
                 let text = "RTP from \(from) carries another SSRC than the \(String(named, radix: 16)) SETUP named; taken (it comes from the server)"
-                refusals.withLockedValue { $0.log(.info, key: "named", now: now, text) }
+                media.withLockedValue { $0.refusals.log(.info, key: "named", now: now, text) }
             case .malformed:
                 metrics.datagramsLost.increment()
             case .foreignPort(let port):
                 metrics.refused(.notAllowed)
-                refusals.withLockedValue { $0.log(.warning, key: "port", now: now, "RTP from \(from) port \(port), not the server's RTP port, ignored") }
+                media.withLockedValue { $0.refusals.log(.warning, key: "port", now: now, "RTP from \(from) port \(port), not the server's RTP port, ignored") }
             case .foreignSource(let ssrc):
                 metrics.refused(.notAllowed)
-                refusals.withLockedValue {
-                    $0.log(.warning, key: "ssrc", now: now, "RTP from \(from) with SSRC \(String(ssrc, radix: 16)), not the session's, ignored")
+                media.withLockedValue {
+                    $0.refusals.log(.warning, key: "ssrc", now: now, "RTP from \(from) with SSRC \(String(ssrc, radix: 16)), not the session's, ignored")
                 }
             case nil:
                 metrics.refused(.notAllowed)
-                refusals.withLockedValue { $0.log(.warning, key: "early", now: now, "RTP from \(from) before SETUP's answer, ignored") }
+                media.withLockedValue { $0.refusals.log(.warning, key: "early", now: now, "RTP from \(from) before SETUP's answer, ignored") }
             }
         }
     }
@@ -145,34 +145,24 @@ extension RTSPSession {
     /// What the server's RTCP says, when its own source says it: sender reports go to the statistics (for the RR's
     /// delay fields), BYE ends the session. Anyone else's are ignored (and counted).
     var rtcpReceiver: @Sendable (RTPReceptionStatistics.SenderNews) -> Void {
-        { [statistics, goodbyeReceived, gate, refusals, metrics = context.metrics] news in
-            let current = gate.withLockedValue { $0 }
-            if let report = news.senderReport, current?.owns(report.ssrc) == true {
-                statistics.withLockedValue { $0.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: MonotonicClock.nanoseconds()) }
-            }
-            guard news.goodbye else { return }
-            if let ssrc = current?.ssrc, news.goodbyeSources.contains(ssrc) {
-                goodbyeReceived.withLockedValue { $0 = true }
-            } else {
+        { [media, metrics = context.metrics] news in
+            let now = MonotonicClock.nanoseconds()
+            media.withLockedValue { state in
+                guard !state.note(news, arrival: now) else { return }
                 metrics.refused(.notAllowed)
-                refusals.withLockedValue { $0.log(.warning, key: "bye", now: MonotonicClock.nanoseconds(), "RTCP BYE for another source than the session's, ignored") }
+                state.refusals.log(.warning, key: "bye", now: now, "RTCP BYE for another source than the session's, ignored")
             }
         }
     }
 
     /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
     /// decode thread is behind: the sequence gap then flags the loss.
-    static func deliverer(worker: StreamWorker, statistics: NIOLockedValueBox<RTPReceptionStatistics>, id: ConnectionID)
+    static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID)
         -> @Sendable (UnsafeRawBufferPointer) -> Bool {
         { payload in
             if !worker.acceptsMoreBytes { return false }
             let now = MonotonicClock.nanoseconds()
-            if payload.count >= 12 {
-                let sequence = UInt16(payload[2]) << 8 | UInt16(payload[3])
-                let timestamp = payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                let ssrc = payload[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                statistics.withLockedValue { $0.record(ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, arrival: now) }
-            }
+            media.withLockedValue { $0.record(payload, arrival: now) }
             var bytes = worker.bytePool.take()
             bytes.append(contentsOf: payload)
             _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark

@@ -51,8 +51,8 @@ extension RTSPSession {
     func bindPortPair(near control: Channel) async throws(RTSPFailure) -> (rtp: Channel, rtcp: Channel) {
         let host = control.localAddress?.ipAddress ?? "0.0.0.0"
         // Each channel makes its own handler from these (all Sendable): a handler belongs to one channel's loop.
-        let (server, gate, refuse, context) = (mediaSource, self.gate, refusalReporter, self.context)
-        let (deliver, rtcpReceiver) = (Self.deliverer(worker: worker, statistics: statistics, id: id), self.rtcpReceiver)
+        let (media, refuse, context) = (self.media, refusalReporter, self.context)
+        let (deliver, rtcpReceiver) = (Self.deliverer(worker: worker, media: media, id: id), self.rtcpReceiver)
         for _ in 0..<32 {
             do {
                 let rtp = try await DatagramBootstrap(group: control.eventLoop)
@@ -62,7 +62,7 @@ extension RTSPSession {
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHandler(RTSPDatagramHandler(
-                                server: server, gate: gate, deliver: deliver, rtcp: nil, refuse: refuse, context: context))
+                                media: media, deliver: deliver, rtcp: nil, refuse: refuse, context: context))
                         }
                     }
                     .bind(host: host, port: 0).get()
@@ -75,7 +75,7 @@ extension RTSPSession {
                         .channelInitializer { channel in
                             channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.addHandler(RTSPDatagramHandler(
-                                    server: server, gate: gate, deliver: nil, rtcp: rtcpReceiver, refuse: refuse, context: context))
+                                    media: media, deliver: nil, rtcp: rtcpReceiver, refuse: refuse, context: context))
                             }
                         }
                         .bind(host: host, port: port + 1).get()
@@ -99,9 +99,8 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
     /// A receive buffer per datagram of a vector read: a jumbo frame's worth.
     static let messageBytes = 9216
 
-    /// The RTSP server's address.
-    private let server: NIOLockedValueBox<SocketAddress?>
-    private let gate: NIOLockedValueBox<RTSPMediaGate?>
+    /// The server's address and the gate (`RTSPMediaState`), shared with the session.
+    private let media: NIOLockedValueBox<RTSPMediaState>
     /// The RTP port's handler delivers packets; the RTCP port's reads the server's reports.
     private let deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?
     private let rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?
@@ -109,11 +108,10 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
     private let context: RTSPClientContext
     private var log: RateLimitedLogger
 
-    init(server: NIOLockedValueBox<SocketAddress?>, gate: NIOLockedValueBox<RTSPMediaGate?>, deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?,
+    init(media: NIOLockedValueBox<RTSPMediaState>, deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?,
          rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?, refuse: @escaping @Sendable (RTSPMediaGate.Verdict?, String) -> Void,
          context: RTSPClientContext) {
-        self.server = server
-        self.gate = gate
+        self.media = media
         self.deliver = deliver
         self.rtcp = rtcp
         self.refuse = refuse
@@ -124,13 +122,13 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
     func channelRead(context channelContext: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         let from = envelope.remoteAddress
-        guard from.ipAddress == server.withLockedValue({ $0?.ipAddress }) else {
+        guard from.ipAddress == media.withLockedValue({ $0.server?.ipAddress }) else {
             context.metrics.refused(.notAllowed)
             log.log(.warning, key: "rtsp-foreign", now: MonotonicClock.nanoseconds(), "datagrams from \(from), not the RTSP server, ignored")
             return
         }
         if let deliver {
-            let verdict = envelope.data.withUnsafeReadableBytes { bytes in gate.withLockedValue { $0?.admitRTP(bytes, fromPort: from.port) } }
+            let verdict = envelope.data.withUnsafeReadableBytes { bytes in media.withLockedValue { $0.gate?.admitRTP(bytes, fromPort: from.port) } }
             if verdict != .accepted { refuse(verdict, "\(from.ipAddress ?? "?")") }
             guard verdict?.isAccepted == true else { return }
             // A datagram that filled its buffer may have been cut short; one dropped while the decode thread is
@@ -141,7 +139,7 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
                 return
             }
         } else if let rtcp {
-            guard gate.withLockedValue({ $0?.admitsRTCP(fromPort: from.port) }) == true else {
+            guard media.withLockedValue({ $0.gate?.admitsRTCP(fromPort: from.port) }) == true else {
                 context.metrics.refused(.notAllowed)
                 log.log(.warning, key: "rtsp-rtcp-port", now: MonotonicClock.nanoseconds(),
                         "RTCP from \(from), not the server's RTCP port, ignored")

@@ -59,20 +59,13 @@ final class RTSPSession {
     var udp: (rtp: Channel, rtcp: Channel)?
     /// Sends RTCP to the server: on the interleaved channel, or to its RTCP port (nil: not known yet).
     var rtcpSender: (@Sendable ([UInt8]) -> Void)?
-    let statistics: NIOLockedValueBox<RTPReceptionStatistics>
-    /// Which packets are the server's: nil until SETUP's answer (nothing is accepted before).
-    let gate = NIOLockedValueBox<RTSPMediaGate?>(nil)
-    /// Refused packets, logged at most once per 10 s per kind.
-    let refusals: NIOLockedValueBox<RateLimitedLogger>
-    /// Set when the server's RTCP says BYE for its source: the stream has ended.
-    let goodbyeReceived = NIOLockedValueBox(false)
+    /// Who may send media, what came of it, and the refusal log: shared with the media sockets' handlers.
+    let media: NIOLockedValueBox<RTSPMediaState>
     let ownSSRC = UInt32.random(in: 1...UInt32.max)
     private var enqueuedConnection = false
 
     /// The URL the session as a whole is controlled with (PLAY, TEARDOWN), once described.
     var sessionURL: String?
-    /// The RTSP server's address: RTP and RTCP are taken only from it, and RTCP goes only to it.
-    let mediaSource = NIOLockedValueBox<SocketAddress?>(nil)
     /// Where the client can close the connection to stop a session that is still setting up.
     private let current: NIOLockedValueBox<RTSPConnection?>
 
@@ -86,8 +79,7 @@ final class RTSPSession {
         self.context = context
         self.id = id
         self.memory = memory
-        statistics = NIOLockedValueBox(RTPReceptionStatistics(clockRate: 90000))
-        refusals = NIOLockedValueBox(RateLimitedLogger(logger: context.logger))
+        media = NIOLockedValueBox(RTSPMediaState(refusals: RateLimitedLogger(logger: context.logger)))
     }
 
     /// Runs the session until it fails, the server ends it, or `stopRequested` says so (then TEARDOWN is sent).
@@ -149,7 +141,7 @@ final class RTSPSession {
         let mediaURL = Self.resolve(video.control, base: base)
         let sessionURL = sdp.control.map { $0 == "*" ? base : Self.resolve($0, base: base) } ?? base
         self.sessionURL = sessionURL
-        statistics.withLockedValue { $0 = RTPReceptionStatistics(clockRate: video.clockRate) }
+        media.withLockedValue { $0.statistics = RTPReceptionStatistics(clockRate: video.clockRate) }
 
         if stopRequested() { return }
         let how = try await setUp(mediaURL: mediaURL, on: connection)
@@ -186,11 +178,11 @@ final class RTSPSession {
             if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
             let undecoded = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastDecoded(of: id), now: now)
             if undecoded > stallLimit { return .undecodable(seconds: Double(undecoded) / 1e9) }
-            if goodbyeReceived.withLockedValue({ $0 }) { return .ended }
+            if media.withLockedValue({ $0.goodbyeReceived }) { return .ended }
             // No packet for a second: is the server still there? A camera that lost power or rebooted sent no FIN;
             // its old connection answers a request with a reset (or not at all): the session ends now and the next
             // one starts as soon as the camera answers, instead of after idle_timeout.
-            let lastPacket = statistics.withLockedValue { $0.lastArrival } ?? start
+            let lastPacket = media.withLockedValue { $0.statistics.lastArrival } ?? start
             if now > lastPacket + 1_000_000_000 && now >= nextProbe {
                 nextProbe = now + 2_000_000_000
                 try await keepAlive(timeout: .seconds(2))
@@ -198,7 +190,7 @@ final class RTSPSession {
             }
             if now >= nextReport {
                 nextReport = now + 5_000_000_000
-                let report = statistics.withLockedValue { $0.report(senderSSRC: ownSSRC, cname: "streamrecvd", now: now) }
+                let report = media.withLockedValue { $0.statistics.report(senderSSRC: ownSSRC, cname: "streamrecvd", now: now) }
                 rtcpSender?(report)
             }
             if now >= nextKeepAlive {
