@@ -93,7 +93,7 @@ final class WebRTCServer: Service, Sendable {
     /// A stream with `listen = "whip"` starts taking offers.
     func attach(_ route: WebRTCRoute) async {
         let table = self.table
-        try? await loop.submit { table.value.attach(route) }.get()
+        try? await loop.submit { table.value.attach(route, now: MonotonicClock.nanoseconds()) }.get()
         let stream = route.configuration.name
         route.worker.setFeedbackSender { [loop] bytes in loop.execute { table.value.sendFeedback(bytes, stream: stream) } }
     }
@@ -104,7 +104,7 @@ final class WebRTCServer: Service, Sendable {
     /// The stream stops: its session ends, its offers are refused.
     func detach(stream: String) async {
         let table = self.table
-        try? await loop.submit { table.value.detach(stream: stream) }.get()
+        try? await loop.submit { table.value.detach(stream: stream, now: MonotonicClock.nanoseconds()) }.get()
     }
 
     /// Binds both sockets, or adopts those socket activation passed (`inherited`, checked first), and starts the

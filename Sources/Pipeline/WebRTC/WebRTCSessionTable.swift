@@ -68,18 +68,18 @@ final class WebRTCSessionTable {
 
     // MARK: - Streams
 
-    func attach(_ route: WebRTCRoute) {
+    func attach(_ route: WebRTCRoute, now: UInt64) {
         let name = route.configuration.name
         // A session fed the route this one replaces (its decode thread): it does not carry over.
-        if let id = current(of: name) { end(id, .streamStopped, "the stream restarted", now: MonotonicClock.nanoseconds()) }
+        if let id = current(of: name) { end(id, .streamStopped, "the stream restarted", now: now) }
         routes[name] = route
         slots[name] = SenderSlot(policy: route.configuration.admissionPolicy, activity: route.activity)
         setStatus(route, "WebRTC: waiting for a WHIP client at \(configuration.url(of: route.configuration.name))")
     }
 
     /// The stream stops (reload, shutdown): its session ends.
-    func detach(stream: String) {
-        if let id = current(of: stream) { end(id, .streamStopped, "the stream stopped", now: MonotonicClock.nanoseconds()) }
+    func detach(stream: String, now: UInt64) {
+        if let id = current(of: stream) { end(id, .streamStopped, "the stream stopped", now: now) }
         routes[stream] = nil
         slots[stream] = nil
         reportStatus(stream, nil)
