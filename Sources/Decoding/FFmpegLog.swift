@@ -70,7 +70,8 @@ public enum FFmpegLog {
     /// for a context not watched.
     private static func noteMessage(from context: UInt, owner: UInt, isError: Bool) -> String? {
         watched.withLock { table in
-            guard let key = [context, owner].first(where: { $0 != 0 && table[$0] != nil }) else { return nil }
+            let key = table[context] != nil ? context : owner
+            guard key != 0, table[key] != nil else { return nil }
             if isError { table[key]!.errors += 1 }
             return table[key]!.stream
         }
