@@ -62,15 +62,21 @@ public enum RTCPTransportFeedback {
         precondition((1...16383).contains(maximumEntriesPerPacket), "1 to 16383 NACK entries per packet")
         let entries = genericNACKEntries(lost: lost)
         return stride(from: 0, to: entries.count, by: maximumEntriesPerPacket).map { first in
-            let chunk = entries[first..<min(first + maximumEntriesPerPacket, entries.count)]
-            var bytes = emptyReceiverReport(senderSSRC: senderSSRC)
-            let length = 2 + chunk.count
-            bytes += [0x80 | 1, 205, UInt8(length >> 8), UInt8(length & 0xFF)]
-            bytes.appendBigEndian(senderSSRC)
-            bytes.appendBigEndian(mediaSSRC)
-            for entry in chunk { bytes.appendBigEndian(UInt32(entry.packetID) << 16 | UInt32(entry.lostBitmask)) }
-            return bytes
+            genericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC,
+                        entries: entries[first..<min(first + maximumEntriesPerPacket, entries.count)])
         }
+    }
+
+    /// One datagram naming `entries` (at most 16383; more traps, a programmer error).
+    public static func genericNACK(senderSSRC: UInt32, mediaSSRC: UInt32, entries: ArraySlice<GenericNACKEntry>) -> [UInt8] {
+        precondition(entries.count <= 16383, "at most 16383 NACK entries per packet")
+        var bytes = emptyReceiverReport(senderSSRC: senderSSRC)
+        let length = 2 + entries.count
+        bytes += [0x80 | 1, 205, UInt8(length >> 8), UInt8(length & 0xFF)]
+        bytes.appendBigEndian(senderSSRC)
+        bytes.appendBigEndian(mediaSSRC)
+        for entry in entries { bytes.appendBigEndian(UInt32(entry.packetID) << 16 | UInt32(entry.lostBitmask)) }
+        return bytes
     }
 
     /// An estimate of the total bitrate the receiver can take for `mediaSSRCs` (REMB: PT 206, FMT 15, "REMB").

@@ -118,16 +118,14 @@ extension DecodeSession {
             }
         }
         rtpEventScratch.removeAll(keepingCapacity: true)
-        // Asked again every keyframe_request_interval until a keyframe arrives: the request itself may be lost.
-        if loss.needsKeyframe, let ssrc = framing.rtp?.ssrc ?? packetSSRC { requestKeyframe(mediaSSRC: ssrc, now: time) }
+        // The receiver asks again every keyframe_request_interval until told a keyframe arrived.
+        if loss.needsKeyframe, let ssrc = framing.rtp?.ssrc ?? packetSSRC { wantKeyframe(of: ssrc, now: time) }
     }
 
-    /// RTCP PLI or FIR to the sender, at most once per `keyframe_request_interval`.
-    private func requestKeyframe(mediaSSRC: UInt32, now: UInt64) {
-        guard let send = worker.feedbackSender.withLockedValue({ $0 }),
-              let request = keyframes.request(mediaSSRC: mediaSSRC, now: now) else { return }
-        send(request)
-        telemetry.metrics.keyframeRequests.increment()
+    /// Tells the stream's RTP receiver that a keyframe of `source` is wanted, once per loss (it paces the requests).
+    private func wantKeyframe(of source: UInt32, now: UInt64) {
+        guard keyframeWish.enabled, keyframeWish.told != source, worker.signalKeyframe(source) else { return }
+        _ = keyframeWish.want(source)
         telemetry.log(.info, key: "keyframe-request", now: now,
                       "asked the sender for a keyframe (RTCP \(configuration.rtp.keyframeRequest.rawValue.uppercased()))")
     }

@@ -31,7 +31,7 @@ final class DecodeSession {
     var parts = PictureInParts()
     /// Which pictures lost data damaged: frames decoded from them follow `loss_policy`.
     var loss = LossTracker()
-    var keyframes: KeyframeRequester
+    var keyframeWish: KeyframeWish
     var arrivals = ArrivalLog()
     var pending = PendingFrames()
     /// The access unit being decoded now and the errors libavcodec had logged before it (`decode`).
@@ -67,7 +67,7 @@ final class DecodeSession {
                                     clock: clock)
         annexB = AnnexBIngest(maximumNALUnitSize: configuration.maxAccessUnitBytes)
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
-        keyframes = KeyframeRequester(kind: configuration.rtp.keyframeRequest, intervalSeconds: configuration.rtp.keyframeRequestInterval)
+        keyframeWish = KeyframeWish(enabled: configuration.rtp.keyframeRequest != .none)
         decoder = StreamDecoder(configuration: configuration.decoder, streamName: configuration.name)
     }
 
@@ -184,6 +184,7 @@ final class DecodeSession {
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         missingReferences.reset()
         parts.reset()
+        keyframeWish.forget()
         gap(.startedAfresh)
     }
 

@@ -51,8 +51,9 @@ final class StreamWorker: Sendable {
     private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     /// Read by other threads (status, watchdog); written by the decode thread.
     let snapshot = NIOLockedValueBox(StreamSnapshot())
-    /// Sends an RTCP datagram to the current RTP sender (set by the listener when `keyframe_request` is on).
-    let feedbackSender = NIOLockedValueBox<(@Sendable ([UInt8]) -> Void)?>(nil)
+    /// Tells the stream's RTP receiver (on the network side) that the decoder wants a keyframe of a source, or
+    /// (nil) no longer does; set by the listener, the RTSP session or the WebRTC server.
+    let keyframeSignal = NIOLockedValueBox<(@Sendable (UInt32?) -> Void)?>(nil)
     let metrics: StreamMetrics
     let ringEvents: RingEventReporter
     /// Where the listener learns that the sender is delivering video.
@@ -85,9 +86,16 @@ final class StreamWorker: Sendable {
 
     func enqueue(_ work: Work) { queue.push(work) }
 
-    /// Where RTCP keyframe requests go; called from the decode thread, must not block.
-    func setFeedbackSender(_ send: @escaping @Sendable ([UInt8]) -> Void) {
-        feedbackSender.withLockedValue { $0 = send }
+    /// Tells the network side that a keyframe of `source` is wanted (nil: no longer); false where nothing listens.
+    func signalKeyframe(_ source: UInt32?) -> Bool {
+        guard let signal = keyframeSignal.withLockedValue({ $0 }) else { return false }
+        signal(source)
+        return true
+    }
+
+    /// Where the decoder's keyframe wishes go; called from the decode thread, must not block.
+    func setKeyframeSignal(_ signal: (@Sendable (UInt32?) -> Void)?) {
+        keyframeSignal.withLockedValue { $0 = signal }
     }
 
     /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop

@@ -95,7 +95,9 @@ final class WebRTCServer: Service, Sendable {
         let table = self.table
         try? await loop.submit { table.value.attach(route, now: MonotonicClock.nanoseconds()) }.get()
         let stream = route.configuration.name
-        route.worker.setFeedbackSender { [loop] bytes in loop.execute { table.value.sendFeedback(bytes, stream: stream) } }
+        route.worker.setKeyframeSignal { [loop] source in
+            loop.execute { table.value.keyframe(wanted: source, stream: stream, now: MonotonicClock.nanoseconds()) }
+        }
     }
 
     /// A whip stream's source status ("WebRTC: waiting for a WHIP client at …"), for STATUS= lines.

@@ -40,23 +40,14 @@ final class WebRTCSession {
     var local: SocketAddress? { replyAddress.current }
     private(set) var lastConsent: UInt64
     private(set) var state = State.awaitingConnectivity
-    private(set) var loss = LossRecovery()
-    private(set) var reception = RTPReceptionStatistics(clockRate: 90000)
+    /// The video's RTP: sources, RTX, NACK, reports and keyframe requests (the RTCP it makes is protected here).
+    private(set) var receiver: RTPReceiver
     /// The receiver's SSRC in our RTCP.
-    let localSSRC = UInt32.random(in: 1...UInt32.max)
+    var localSSRC: UInt32 { receiver.configuration.localSSRC }
     private let identity: DTLSIdentity
-    /// A PLI went out for the current source's first packets.
-    private var askedSourceKeyframe = false
-    /// The SSRC the sender left at its last change: its late packets are dropped, not followed back to.
-    private var previousSSRC: UInt32?
-    private var lastSourceChange: UInt64?
-    /// A change of SSRC the table has not yet counted and logged.
-    private var sourceChange: (from: UInt32, to: UInt32)?
-    /// After a change, other SSRCs are not followed for this long: a sender juggling SSRCs (each change restarts
-    /// the decode side and asks for a keyframe) gets at most two a second.
-    static let sourceChangeInterval: UInt64 = 500_000_000
-    /// Bytes received since the last bandwidth estimate, for REMB.
+    /// Bytes received since the last bandwidth estimate, for REMB, and when that estimate was made.
     private(set) var bytesSinceEstimate = 0
+    private var lastEstimate: UInt64?
     /// What REMB tells the sender, when REMB was negotiated.
     private var allowance: ReceiverBitrateAllowance
     /// Arrival times for transport-wide feedback, when transport-cc was negotiated.
@@ -64,7 +55,7 @@ final class WebRTCSession {
 
     init(id: String, stream: String, connection: ConnectionID, local: (ufrag: String, password: String), offer: WebRTCOffer,
          media: WebRTCAnswer.NegotiatedVideo, identity: DTLSIdentity, maximumBitrate: UInt64?, now: UInt64,
-         replyAddresses: Set<[UInt8]>? = nil) {
+         rtp: RTPSettings = RTPSettings(), replyAddresses: Set<[UInt8]>? = nil) {
         replyAddress = ReplyAddress(ownAddresses: replyAddresses)
         self.id = id
         self.stream = stream
@@ -81,6 +72,16 @@ final class WebRTCSession {
         createdAt = now
         lastConsent = now
         allowance = ReceiverBitrateAllowance(ceiling: maximumBitrate)
+        var video = RTPReceiver.Configuration()
+        video.clockRate = media.clockRate
+        video.payloadType = media.payloadType
+        video.retransmissionPayloadType = media.retransmissionPayloadType
+        video.requestsRetransmissions = media.feedback.contains(.nack)
+        // A new source is always asked for its keyframe (`keyframe_request = "none"` only stops the decoder's asking).
+        video.keyframeRequest = rtp.keyframeRequest == .fir ? .fullIntraRequest : .pictureLossIndication
+        video.keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
+        video.asksNewSourcesForKeyframes = true
+        receiver = RTPReceiver(video, now: now)
         if media.feedback.contains(.transportCC), media.transportWideCCID != nil {
             transportFeedback = TransportWideFeedbackRecorder(senderSSRC: localSSRC)
         }
@@ -196,60 +197,21 @@ final class WebRTCSession {
         if let id = media.transportWideCCID, transportFeedback != nil, clear.count >= 12,
            let sequence = RTPHeaderExtensions.transportSequenceNumber(id: id, in: clear[...]) {
             // The feedback names the video's SSRC (a probe's or a retransmission's is the repair SSRC).
-            let ssrc = reception.ssrc ?? clear[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let ssrc = receiver.ssrc ?? clear[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             transportFeedback?.record(sequenceNumber: sequence, mediaSSRC: ssrc, arrival: now)
         }
-        guard var header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
+        guard let header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
         // The audio answered beside the video: authenticated (the SRTP context must see its packets), then dropped.
         if header.payloadType == media.acceptedAudio?.payloadType { return .audio }
-        var packet = clear
-        if header.payloadType == media.retransmissionPayloadType {
-            guard let original = repaired(header) else { return .nothing }
-            header = original
-            packet = Self.serialize(header)
-        } else if header.payloadType == media.payloadType, header.ssrc != reception.ssrc {
-            guard follow(header.ssrc, now: now) else { return .nothing }
+        switch receiver.receive(header, now: now) {
+        case .media: return .video(clear)
+        case .repaired(let original): return .video(Self.serialize(original))
+        case .ignored: return .nothing
         }
-        guard header.payloadType == media.payloadType else { return .nothing }
-        reception.record(ssrc: header.ssrc, sequenceNumber: header.sequenceNumber, timestamp: header.timestamp, arrival: now)
-        loss.received(header.sequenceNumber, now: now)
-        return .video(packet)
     }
 
-    /// The packet an RTX packet repeats (RFC 4588 §4: the original sequence number, then the original payload),
-    /// as the current media SSRC's whatever the repair SSRC (the offer's FID group may be absent, and a restarted
-    /// sender picks a new one); nil unless it answers one of our requests (a padding probe, a late answer about
-    /// the source before).
-    private func repaired(_ rtx: RTPPacket) -> RTPPacket? {
-        guard rtx.payload.count > 2, let ssrc = reception.ssrc else { return nil }
-        let original = UInt16(rtx.payload[rtx.payload.startIndex]) << 8 | UInt16(rtx.payload[rtx.payload.startIndex + 1])
-        guard loss.isMissing(original) else { return nil }
-        return RTPPacket(marker: rtx.marker, payloadType: media.payloadType, sequenceNumber: original,
-                         timestamp: rtx.timestamp, ssrc: ssrc, payload: rtx.payload.dropFirst(2))
-    }
-
-    /// Whether a media packet of another SSRC than the current one starts the sender's new source (an encoder
-    /// restart). SRTP authenticated it, so it is the client's own: followed at once, with loss recovery, reports
-    /// and RTX mapped to it (the statistics start afresh on their own) and a keyframe asked for, since its first
-    /// picture may refer to what it never sent. Not followed: the SSRC just left (late packets), or any within
-    /// `sourceChangeInterval` of the last change.
-    private func follow(_ ssrc: UInt32, now: UInt64) -> Bool {
-        guard let current = reception.ssrc else { return true }  // the first source
-        if ssrc == previousSSRC { return false }
-        if let last = lastSourceChange, now &- last < Self.sourceChangeInterval { return false }
-        previousSSRC = current
-        lastSourceChange = now
-        sourceChange = (current, ssrc)
-        loss.restart()
-        askedSourceKeyframe = false
-        return true
-    }
-
-    /// The SSRC change since the last call, if any: for the table's counter and log.
-    func takeSourceChange() -> (from: UInt32, to: UInt32)? {
-        defer { sourceChange = nil }
-        return sourceChange
-    }
+    /// The sender's SSRC change since the last call, if any: for the table's counter and log.
+    func takeSourceChange() -> RTPReceiver.SourceChange? { receiver.takeSourceChange() }
 
     /// An RTP packet with a bare 12-byte header (no CSRCs, extension or padding).
     private static func serialize(_ packet: RTPPacket) -> [UInt8] {
@@ -265,11 +227,8 @@ final class WebRTCSession {
     /// session ends by DELETE or consent expiry).
     func receiveSRTCP(_ datagram: [UInt8], now: UInt64) -> Bool {
         guard case .connected(_, let receive, _) = state, case .success(let packet) = receive.unprotectRTCP(datagram) else { return false }
-        let news = packet.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }
-        // Only the current source's: the one left may still send its last reports.
-        if let report = news.senderReport, report.ssrc == reception.ssrc {
-            reception.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
-        }
+        // Only the current source's report counts: the one left may still send its last reports.
+        receiver.receive(packet.withUnsafeBytes { RTPReceptionStatistics.news(in: $0) }, now: now)
         return true
     }
 
@@ -279,50 +238,57 @@ final class WebRTCSession {
         return protected
     }
 
-    /// Packets to ask again for now (generic NACK, RFC 4585 §6.2.1), already protected, and how many were asked for.
-    func retransmissionRequests(now: UInt64) -> (packets: [[UInt8]], count: Int) {
-        guard media.feedback.contains(.nack), let ssrc = reception.ssrc else { return ([], 0) }
-        let missing = loss.due(now: now)
-        guard !missing.isEmpty else { return ([], 0) }
-        let packets = RTCPTransportFeedback.genericNACK(senderSSRC: localSSRC, mediaSSRC: ssrc, lost: missing)
-        return (packets.compactMap(protectRTCP), missing.count)
+    /// What the session sends its client now, protected: NACKs, keyframe requests, the receiver report (with a
+    /// REMB when negotiated), transport-wide feedback. Polled after each video packet and on the table's tick.
+    struct Feedback {
+        var datagrams: [[UInt8]] = []
+        /// Sequence numbers the NACKs name, and keyframe requests among the datagrams.
+        var retransmissionsRequested = 0
+        var keyframeRequests = 0
+        var transportFeedbackMessages = 0
     }
 
-    /// Transport-wide feedback due at `now` (transport-cc), each message protected in a compound packet of its own.
-    func dueTransportFeedback(now: UInt64) -> [[UInt8]] {
-        guard isConnected, let messages = transportFeedback?.feedback(now: now), !messages.isEmpty else { return [] }
-        return messages.map(RTCPTransportFeedback.transportWide).compactMap(protectRTCP)
-    }
-
-    /// The periodic receiver report (RFC 3550 §6.4.2), and a REMB (the bandwidth the client may use) when
-    /// negotiated; each protected, each a compound packet of its own.
-    func periodicReports(now: UInt64, elapsedNanoseconds: UInt64) -> [[UInt8]] {
-        guard isConnected, let ssrc = reception.ssrc else { return [] }
-        var packets = [reception.report(senderSSRC: localSSRC, cname: "streamrecvd", now: now)]
-        if media.feedback.contains(.remb) {
-            packets.append(RTCPTransportFeedback.receiverEstimatedMaximumBitrate(
-                senderSSRC: localSSRC, bitrate: estimateBitrate(elapsedNanoseconds: elapsedNanoseconds), mediaSSRCs: [ssrc]))
+    func pollFeedback(now: UInt64) -> Feedback {
+        var feedback = Feedback()
+        guard isConnected else { return feedback }
+        for item in receiver.poll(now: now) {
+            switch item {
+            case .retransmissionRequest(_, let count): feedback.retransmissionsRequested += count
+            case .keyframeRequest: feedback.keyframeRequests += 1
+            case .receiverReport: break
+            }
+            feedback.datagrams.append(item.packet)
+            if case .receiverReport = item, media.feedback.contains(.remb), let ssrc = receiver.ssrc {
+                feedback.datagrams.append(RTCPTransportFeedback.receiverEstimatedMaximumBitrate(
+                    senderSSRC: localSSRC, bitrate: estimateBitrate(now: now), mediaSSRCs: [ssrc]))
+            }
         }
-        return packets.compactMap(protectRTCP)
+        if let messages = transportFeedback?.feedback(now: now), !messages.isEmpty {
+            feedback.transportFeedbackMessages = messages.count
+            feedback.datagrams += messages.map(RTCPTransportFeedback.transportWide)
+        }
+        feedback.datagrams = feedback.datagrams.compactMap(protectRTCP)
+        return feedback
     }
 
     /// What the client may send (`ReceiverBitrateAllowance`), from what arrived since the last estimate.
-    private func estimateBitrate(elapsedNanoseconds: UInt64) -> UInt64 {
-        defer { bytesSinceEstimate = 0 }
-        let received = UInt64(bytesSinceEstimate) * 8 * 1_000_000_000 / max(elapsedNanoseconds, 1)
-        return allowance.update(receivedBitrate: received, unrecoveredLosses: loss.takeUnrecoveredCount() > 0)
+    private func estimateBitrate(now: UInt64) -> UInt64 {
+        let elapsed = lastEstimate.map { now &- $0 } ?? 1_000_000_000
+        defer {
+            bytesSinceEstimate = 0
+            lastEstimate = now
+        }
+        let received = UInt64(bytesSinceEstimate) * 8 * 1_000_000_000 / max(elapsed, 1)
+        return allowance.update(receivedBitrate: received, unrecoveredLosses: receiver.takeUnrecoveredCount() > 0)
     }
 
-    /// A PLI for a source's first packets: a session may start mid-GOP (a browser sends a keyframe first, an
-    /// encoder that was running before the connection may not), and so may a new SSRC. Once per source.
-    func initialKeyframeRequest() -> [UInt8]? {
-        guard !askedSourceKeyframe, let ssrc = reception.ssrc else { return nil }
-        askedSourceKeyframe = true
-        return protectRTCP(RTCPFeedback.keyframeRequest(.pictureLossIndication, senderSSRC: localSSRC, mediaSSRC: ssrc))
+    /// The stream's decoder needs a keyframe of `source` (nil: it healed); asked for at the next poll.
+    func keyframe(wanted source: UInt32?) {
+        if let source { receiver.keyframeWanted(of: source) } else { receiver.keyframeArrived() }
     }
 
     /// Packets asked for that arrived since the last call.
-    func recoveredSinceLastReport() -> Int { loss.takeRecoveredCount() }
+    func recoveredSinceLastReport() -> Int { receiver.takeRecoveredCount() }
 
     // MARK: - Lifecycle
 

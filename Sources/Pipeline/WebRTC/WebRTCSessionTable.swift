@@ -47,7 +47,7 @@ final class WebRTCSessionTable {
     /// a flood of the shared port cannot crowd its datagrams out.
     var peerJoined: ((SocketAddress, SocketAddress?) -> Void)?
     var peerLeft: ((SocketAddress) -> Void)?
-    private var lastReport: UInt64 = 0
+    private var lastExpiryCheck: UInt64 = 0
 
     /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
     private let reportStatus: @Sendable (String, String?) -> Void
@@ -140,7 +140,7 @@ final class WebRTCSessionTable {
         }
         let session = WebRTCSession(id: id, stream: name, connection: connection, local: credentials, offer: offer,
                                     media: answer.media, identity: identity, maximumBitrate: route.settings.maximumBitrate, now: now,
-                                    replyAddresses: configuration.mediaIsWildcard ? ReplyAddress.machineAddresses() : nil)
+                                    rtp: route.settings.rtp, replyAddresses: configuration.mediaIsWildcard ? ReplyAddress.machineAddresses() : nil)
         sessions[id] = session
         byUsername[session.expectedUsername] = id
         metrics.sessionsStarted.increment()
@@ -215,9 +215,8 @@ final class WebRTCSessionTable {
                         "WebRTC session \(session.id): the sender changed SSRC from \(change.from) to \(change.to) (an encoder restart?): followed, keyframe asked for")
             }
             deliver(packet, of: session, now: now)
-            if let request = session.initialKeyframeRequest() { send?(request, source, session.local) }
             // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
-            sendRetransmissionRequests(of: session, to: source, now: now)
+            sendFeedback(of: session, to: source, now: now)
         case .rtcp:
             guard let session = session(at: source), session.receiveSRTCP(datagram, now: now) else {
                 metrics.srtpRejected.increment()
@@ -343,41 +342,39 @@ final class WebRTCSessionTable {
 
     // MARK: - Feedback and timers
 
-    /// RTCP from the decode thread (a keyframe request) to the stream's connected session.
-    func sendFeedback(_ packet: [UInt8], stream: String) {
-        guard let id = current(of: stream), let session = sessions[id], let remote = session.remote,
-              let protected = session.protectRTCP(packet) else { return }
-        send?(protected, remote, session.local)
+    /// The decode thread wants a keyframe of `source` (nil: it healed): the stream's session asks its client.
+    func keyframe(wanted source: UInt32?, stream: String, now: UInt64) {
+        guard let id = current(of: stream), let session = sessions[id] else { return }
+        session.keyframe(wanted: source)
+        if let remote = session.remote { sendFeedback(of: session, to: remote, now: now) }
     }
 
-    private func sendRetransmissionRequests(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
-        let requests = session.retransmissionRequests(now: now)
-        for packet in requests.packets { send?(packet, remote, session.local) }
-        if requests.count > 0 { metrics.nacksSent.increment(by: Int64(requests.count)) }
+    /// The session's RTCP due now, sent and counted.
+    private func sendFeedback(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
+        let feedback = session.pollFeedback(now: now)
+        for datagram in feedback.datagrams { send?(datagram, remote, session.local) }
+        if feedback.retransmissionsRequested > 0 { metrics.nacksSent.increment(by: Int64(feedback.retransmissionsRequested)) }
+        if feedback.transportFeedbackMessages > 0 { metrics.transportFeedbackSent.increment(by: Int64(feedback.transportFeedbackMessages)) }
+        if feedback.keyframeRequests > 0, let route = routes[session.stream] {
+            route.metrics.keyframeRequests.increment(by: Int64(feedback.keyframeRequests))
+        }
     }
 
-    /// Every 20 ms: NACKs due, DTLS retransmissions, transport-wide feedback; every second: reports and bandwidth, expiry.
+    /// Every 20 ms: DTLS retransmissions and each session's RTCP due (NACKs, keyframe requests, reports with REMB,
+    /// transport-wide feedback); every second: expiry.
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
             session.handleTimers { send?($0, remote, session.local) }
-            sendRetransmissionRequests(of: session, to: remote, now: now)
-            let feedback = session.dueTransportFeedback(now: now)
-            for packet in feedback { send?(packet, remote, session.local) }
-            if !feedback.isEmpty { metrics.transportFeedbackSent.increment(by: Int64(feedback.count)) }
+            sendFeedback(of: session, to: remote, now: now)
         }
-        guard now &- lastReport >= 1_000_000_000 else { return }
-        let elapsed = lastReport == 0 ? 1_000_000_000 : now &- lastReport
-        lastReport = now
+        guard now &- lastExpiryCheck >= 1_000_000_000 else { return }
+        lastExpiryCheck = now
         FrameImages.shared.prune(live: Set(routes.values.map(\.configuration.shmName)))
         if identityRenewal.isDue(now: now) { renewIdentity(now: now) }
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
-            if let reason = expiry(of: session, now: now) {
-                end(session.id, reason.0, reason.1, now: now)
-            } else if let remote = session.remote {
-                for report in session.periodicReports(now: now, elapsedNanoseconds: elapsed) { send?(report, remote, session.local) }
-            }
+            if let reason = expiry(of: session, now: now) { end(session.id, reason.0, reason.1, now: now) }
         }
     }
 

@@ -156,23 +156,27 @@ extension WebRTCSessionTests {
         let connected = try Self.connected()
         let session = connected.session
         for sequence: UInt16 in [100, 101] { try Self.send(connected, sequence, ssrc: Self.first, now: 10) }
-        #expect(try Self.feedbackMediaSSRC(try #require(session.initialKeyframeRequest()), keys: connected.keys) == Self.first)
-        #expect(session.initialKeyframeRequest() == nil, "one PLI per source")
+        let firstPLI = session.pollFeedback(now: 10)
+        #expect(firstPLI.keyframeRequests == 1 && firstPLI.datagrams.count == 1)
+        #expect(try Self.feedbackMediaSSRC(try #require(firstPLI.datagrams.first), keys: connected.keys) == Self.first)
+        #expect(session.pollFeedback(now: 11).datagrams.isEmpty, "one PLI per source")
         #expect(session.takeSourceChange() == nil)
         // The restarted encoder: another SSRC, another numbering. Its first packet is video, the session's now.
         guard case .video = try Self.send(connected, 5000, ssrc: Self.second, now: 20) else { Issue.record("the new source's first packet dropped"); return }
         let change = try #require(session.takeSourceChange())
         #expect(change.from == Self.first && change.to == Self.second)
-        #expect(session.reception.ssrc == Self.second)
-        #expect(try Self.feedbackMediaSSRC(try #require(session.initialKeyframeRequest()), keys: connected.keys) == Self.second)
+        #expect(session.receiver.ssrc == Self.second)
+        let secondPLI = session.pollFeedback(now: 20)
+        #expect(secondPLI.keyframeRequests == 1, "asked at once, not paced by the first source's request")
+        #expect(try Self.feedbackMediaSSRC(try #require(secondPLI.datagrams.first), keys: connected.keys) == Self.second)
         // A late packet of the source left is dropped, not followed back to.
         guard case .nothing = try Self.send(connected, 102, ssrc: Self.first, now: 21) else { Issue.record("a late packet of the old SSRC taken"); return }
-        #expect(session.reception.ssrc == Self.second)
+        #expect(session.receiver.ssrc == Self.second)
         // A gap in the new numbering is asked of the new SSRC, and nothing of the old one's.
         try Self.send(connected, 5002, ssrc: Self.second, now: 22)
-        let requests = session.retransmissionRequests(now: 23)
-        #expect(requests.count == 1)
-        #expect(try Self.feedbackMediaSSRC(try #require(requests.packets.first), keys: connected.keys) == Self.second)
+        let requests = session.pollFeedback(now: 23)
+        #expect(requests.retransmissionsRequested == 1 && requests.keyframeRequests == 0 && requests.datagrams.count == 1)
+        #expect(try Self.feedbackMediaSSRC(try #require(requests.datagrams.first), keys: connected.keys) == Self.second)
         // Its answer, on a repair SSRC never seen before, is the new source's packet 5001.
         guard case .video(let clear) = try Self.send(connected, 1, ssrc: 0x0bad_f00d, payloadType: 97, payload: [0x13, 0x89, 0x41, 7], now: 24)
         else { Issue.record("the retransmission on a new repair SSRC dropped"); return }
@@ -186,9 +190,9 @@ extension WebRTCSessionTests {
         try Self.send(connected, 1, ssrc: Self.first, now: 10)
         try Self.send(connected, 1, ssrc: Self.second, now: 20)
         _ = connected.session.takeSourceChange()
-        let soon = 20 + WebRTCSession.sourceChangeInterval - 1
+        let soon = 20 + RTPReceiver.sourceChangeInterval - 1
         guard case .nothing = try Self.send(connected, 1, ssrc: Self.third, now: soon) else { Issue.record("followed too soon"); return }
-        #expect(connected.session.takeSourceChange() == nil && connected.session.reception.ssrc == Self.second)
+        #expect(connected.session.takeSourceChange() == nil && connected.session.receiver.ssrc == Self.second)
         guard case .video = try Self.send(connected, 2, ssrc: Self.third, now: soon + 1) else { Issue.record("not followed after the interval"); return }
         #expect(connected.session.takeSourceChange()?.to == Self.third)
     }
@@ -224,10 +228,11 @@ extension WebRTCSessionTests {
                                                 now: start + 9 * millisecond) else { Issue.record("the retransmission was not taken"); return }
         guard case .nothing = session.receiveSRTP(try Self.numbered(2, transport: 505, payloadType: 97, ssrc: 0x0BAD_F00D, payload: [], padding: 200, keys: connected.keys),
                                                   now: start + 10 * millisecond) else { Issue.record("a probe is not video"); return }
-        #expect(session.dueTransportFeedback(now: start + 20 * millisecond).isEmpty, "before the interval")
-        let datagrams = session.dueTransportFeedback(now: start + TransportWideFeedbackRecorder.interval)
-        try #require(datagrams.count == 1)
-        let clear = try SRTPReceiveContext(keying: connected.keys, remoteIsDTLSClient: false).unprotectRTCP(datagrams[0]).get()
+        #expect(session.pollFeedback(now: start + 20 * millisecond).transportFeedbackMessages == 0, "before the interval")
+        let due = session.pollFeedback(now: start + TransportWideFeedbackRecorder.interval)
+        // After the receiver's own RTCP (a receiver report is due by now), last.
+        try #require(due.transportFeedbackMessages == 1)
+        let clear = try SRTPReceiveContext(keying: connected.keys, remoteIsDTLSClient: false).unprotectRTCP(try #require(due.datagrams.last)).get()
         let packets = try RTCPPacketSummary.parseCompound(clear)
         guard case .transportWideFeedback(let feedback)? = packets.last else { Issue.record("\(packets)"); return }
         #expect(feedback.senderSSRC == session.localSSRC && feedback.mediaSSRC == 0x1234_5678)
@@ -236,7 +241,7 @@ extension WebRTCSessionTests {
         // 0, 2, 5, 9 and 10 ms after the first: 0, 8, 12, 16 and 4 ticks of 250 us between them.
         #expect(feedback.received.dropFirst().map(\.delta) == [8, 12, 16, 4])
         // Nothing again until something new arrives.
-        #expect(session.dueTransportFeedback(now: start + 500 * millisecond).isEmpty)
+        #expect(session.pollFeedback(now: start + 500 * millisecond).transportFeedbackMessages == 0)
     }
 
     /// Without transport-cc in the offer, no transport-wide feedback and REMB instead.
@@ -244,6 +249,6 @@ extension WebRTCSessionTests {
         let connected = try Self.connected()
         #expect(!connected.session.media.feedback.contains(.transportCC))
         _ = connected.session.receiveSRTP(try Self.numbered(1, transport: 1, payload: [0x41, 1], keys: connected.keys), now: 1)
-        #expect(connected.session.dueTransportFeedback(now: 1_000_000_000).isEmpty)
+        #expect(connected.session.pollFeedback(now: 1_000_000_000).transportFeedbackMessages == 0)
     }
 }

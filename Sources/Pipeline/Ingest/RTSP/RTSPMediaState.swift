@@ -9,33 +9,50 @@ struct RTSPMediaState: Sendable {
     var server: SocketAddress?
     /// Which packets are the server's: nil until SETUP's answer (nothing is accepted before).
     var gate: RTSPMediaGate?
-    /// For receiver reports, and for noticing a server gone quiet.
-    var statistics: RTPReceptionStatistics
+    /// The RTP's receiving end: statistics (for noticing a server gone quiet), receiver reports, keyframe requests.
+    var receiver: RTPReceiver
     /// The server's RTCP said BYE for its source: the stream has ended.
     var goodbyeReceived = false
     /// Refused packets, logged at most once per 10 s per kind.
     var refusals: RateLimitedLogger
 
-    init(refusals: RateLimitedLogger) {
-        statistics = RTPReceptionStatistics(clockRate: 90000)
+    /// - Parameter now: the session's start: the first receiver report is a second after it, then one every 5 s.
+    init(refusals: RateLimitedLogger, rtp: RTPSettings = RTPSettings(), now: UInt64 = 0) {
+        var configuration = RTPReceiver.Configuration()
+        configuration.keyframeRequest = switch rtp.keyframeRequest {
+        case .none: nil
+        case .pli: .pictureLossIndication
+        case .fir: .fullIntraRequest
+        }
+        configuration.keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
+        configuration.reportInterval = 5_000_000_000
+        // An RTSP server may take our RTCP as a sign of life, before its first packet too.
+        configuration.reportsBeforeMedia = true
+        receiver = RTPReceiver(configuration, now: now)
         self.refusals = refusals
     }
 
-    /// An RTP packet the gate let through, counted for the receiver reports.
+    /// The SDP's clock rate, for the jitter in our reports (the receiver starts afresh: nothing has come yet).
+    mutating func described(clockRate: UInt32, now: UInt64) {
+        var configuration = receiver.configuration
+        configuration.clockRate = clockRate
+        receiver = RTPReceiver(configuration, now: now)
+    }
+
+    /// An RTP packet the gate let through, counted for the receiver reports (the decode thread parses it whole).
     mutating func record(_ packet: UnsafeRawBufferPointer, arrival: UInt64) {
         guard packet.count >= 12 else { return }
-        let sequence = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        let timestamp = packet[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        let ssrc = packet[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        statistics.record(ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, arrival: arrival)
+        let header = RTPPacket(marker: packet[1] & 0x80 != 0, payloadType: packet[1] & 0x7F,
+                               sequenceNumber: UInt16(packet[2]) << 8 | UInt16(packet[3]),
+                               timestamp: packet[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) },
+                               ssrc: packet[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }, payload: [])
+        _ = receiver.receive(header, now: arrival)
     }
 
     /// What the server's RTCP says, taken only from its own source: a sender report goes to the statistics (for the
     /// receiver report's delay fields), a BYE ends the session. False for a BYE of another source (to be refused).
     mutating func note(_ news: RTPReceptionStatistics.SenderNews, arrival: UInt64) -> Bool {
-        if let report = news.senderReport, gate?.owns(report.ssrc) == true {
-            statistics.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: arrival)
-        }
+        if let report = news.senderReport, gate?.owns(report.ssrc) == true { receiver.receive(news, now: arrival) }
         guard news.goodbye else { return true }
         guard let ssrc = gate?.ssrc, news.goodbyeSources.contains(ssrc) else { return false }
         goodbyeReceived = true

@@ -61,7 +61,6 @@ final class RTSPSession {
     var rtcpSender: (@Sendable ([UInt8]) -> Void)?
     /// Who may send media, what came of it, and the refusal log: shared with the media sockets' handlers.
     let media: NIOLockedValueBox<RTSPMediaState>
-    let ownSSRC = UInt32.random(in: 1...UInt32.max)
     private var enqueuedConnection = false
 
     /// The URL the session as a whole is controlled with (PLAY, TEARDOWN), once described.
@@ -79,7 +78,8 @@ final class RTSPSession {
         self.context = context
         self.id = id
         self.memory = memory
-        media = NIOLockedValueBox(RTSPMediaState(refusals: RateLimitedLogger(logger: context.logger)))
+        media = NIOLockedValueBox(RTSPMediaState(refusals: RateLimitedLogger(logger: context.logger), rtp: configuration.rtp,
+                                                 now: MonotonicClock.nanoseconds()))
     }
 
     /// Runs the session until it fails, the server ends it, or `stopRequested` says so (then TEARDOWN is sent).
@@ -98,7 +98,7 @@ final class RTSPSession {
             _ = try? await request(method: "TEARDOWN", url: sessionURL ?? target.url, timeout: .milliseconds(300), anyStatus: true)
         }
         current.withLockedValue { $0 = nil }
-        if configuration.rtp.keyframeRequest != .none { worker.feedbackSender.withLockedValue { $0 = nil } }
+        if configuration.rtp.keyframeRequest != .none { worker.setKeyframeSignal(nil) }
         if let connection {
             // The handler's closure holds the worker: let go of it with the connection.
             connection.channel.eventLoop.execute { connection.handler.value.interleaved = nil }
@@ -141,7 +141,7 @@ final class RTSPSession {
         let mediaURL = Self.resolve(video.control, base: base)
         let sessionURL = sdp.control.map { $0 == "*" ? base : Self.resolve($0, base: base) } ?? base
         self.sessionURL = sessionURL
-        media.withLockedValue { $0.statistics = RTPReceptionStatistics(clockRate: video.clockRate) }
+        media.withLockedValue { $0.described(clockRate: video.clockRate, now: MonotonicClock.nanoseconds()) }
 
         if stopRequested() { return }
         let how = try await setUp(mediaURL: mediaURL, on: connection)
@@ -150,7 +150,16 @@ final class RTSPSession {
         worker.enqueue(.rtpSession(id, RTPSessionMedia(codec: video.codec, payloadType: video.payloadType,
                                                        clockRate: video.clockRate, parameterSets: video.parameterSets)))
         enqueuedConnection = true
-        if configuration.rtp.keyframeRequest != .none, let rtcpSender { worker.setFeedbackSender(rtcpSender) }
+        if configuration.rtp.keyframeRequest != .none, let rtcpSender {
+            // Called by the decode thread: the request goes out at once, and again from the watch until it heals.
+            worker.setKeyframeSignal { [media, metrics = worker.metrics] source in
+                let feedback = media.withLockedValue { state in
+                    if let source { state.receiver.keyframeWanted(of: source) } else { state.receiver.keyframeArrived() }
+                    return state.receiver.poll(now: MonotonicClock.nanoseconds())
+                }
+                Self.send(feedback, with: rtcpSender, metrics: metrics)
+            }
+        }
         if stopRequested() { return }
         _ = try await request("PLAY", url: sessionURL, headers: [("Range", "npt=0.000-")])
         if stopRequested() { return }
@@ -168,7 +177,6 @@ final class RTSPSession {
         // Half the server's session timeout (60 s unless it said otherwise).
         let keepAliveInterval = UInt64(max(1, sessionTimeoutSeconds / 2)) * 1_000_000_000
         var nextKeepAlive = start + keepAliveInterval
-        var nextReport = start + 1_000_000_000
         var nextProbe = start
         while true {
             if stopRequested() { return nil }
@@ -182,17 +190,14 @@ final class RTSPSession {
             // No packet for a second: is the server still there? A camera that lost power or rebooted sent no FIN;
             // its old connection answers a request with a reset (or not at all): the session ends now and the next
             // one starts as soon as the camera answers, instead of after idle_timeout.
-            let lastPacket = media.withLockedValue { $0.statistics.lastArrival } ?? start
+            let lastPacket = media.withLockedValue { $0.receiver.statistics.lastArrival } ?? start
             if now > lastPacket + 1_000_000_000 && now >= nextProbe {
                 nextProbe = now + 2_000_000_000
                 try await keepAlive(timeout: .seconds(2))
                 nextKeepAlive = now + keepAliveInterval
             }
-            if now >= nextReport {
-                nextReport = now + 5_000_000_000
-                let report = media.withLockedValue { $0.statistics.report(senderSSRC: ownSSRC, cname: "streamrecvd", now: now) }
-                rtcpSender?(report)
-            }
+            // Receiver reports, and keyframe requests asked again while the decoder waits for one.
+            if let rtcpSender { Self.send(media.withLockedValue { $0.receiver.poll(now: now) }, with: rtcpSender, metrics: worker.metrics) }
             if now >= nextKeepAlive {
                 nextKeepAlive = now + keepAliveInterval
                 try await keepAlive(timeout: RTSPConnection.answerTimeout)
@@ -249,5 +254,15 @@ final class RTSPSession {
         next.transport = configured.transport
         next.authentication = configured.authentication
         return next
+    }
+}
+
+extension RTSPSession {
+    /// The RTP receiver's RTCP to the server, keyframe requests counted.
+    static func send(_ feedback: [RTPReceiver.Feedback], with send: @Sendable ([UInt8]) -> Void, metrics: StreamMetrics) {
+        for item in feedback {
+            if case .keyframeRequest = item { metrics.keyframeRequests.increment() }
+            send(item.packet)
+        }
     }
 }

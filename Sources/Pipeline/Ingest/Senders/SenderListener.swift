@@ -1,4 +1,5 @@
 import CoreMetrics
+import Bitstream
 import Decoding
 import Glibc
 import Logging
@@ -116,6 +117,9 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// The source sending now.
     private var slot: SenderSlot<SocketAddress>
     private var idleCheck: RepeatedTask?
+    /// rtp:// with `keyframe_request`: asks the sender for keyframes the decoder wants, and again until it has one.
+    private var receiver: RTPReceiver?
+    private var feedbackTimer: Scheduled<Void>?
     /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
     private var kernelDrops: UInt32?
     private var readingBatch = false
@@ -138,11 +142,43 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         // The handler lives on its channel's event loop: what runs later reaches it only through the loop.
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in bound.value.checkIdle() }
-        guard configuration.rtp.keyframeRequest != .none else { return }
+        var feedback = RTPReceiver.Configuration()
+        feedback.keyframeRequest = switch configuration.rtp.keyframeRequest {
+        case .none: nil
+        case .pli: .pictureLossIndication
+        case .fir: .fullIntraRequest
+        }
+        guard feedback.keyframeRequest != nil else { return }
+        // The decode thread parses the RTP: this receiver makes only the keyframe requests, and no reports.
+        feedback.keyframeRequestInterval = UInt64(configuration.rtp.keyframeRequestInterval * 1e9)
+        feedback.reportInterval = nil
+        receiver = RTPReceiver(feedback, now: MonotonicClock.nanoseconds())
         let channel = context.channel
         // Called by the decode thread.
-        worker.setFeedbackSender { bytes in
-            channel.eventLoop.execute { bound.value.sendFeedback(bytes, on: channel) }
+        worker.setKeyframeSignal { source in
+            channel.eventLoop.execute { bound.value.keyframe(wanted: source, on: channel) }
+        }
+    }
+
+    private func keyframe(wanted source: UInt32?, on channel: Channel) {
+        if let source { receiver?.keyframeWanted(of: source) } else { receiver?.keyframeArrived() }
+        sendFeedback(on: channel)
+    }
+
+    /// What the receiver has to send now, and a timer for when it will have more (a request asked again).
+    private func sendFeedback(on channel: Channel) {
+        feedbackTimer?.cancel()
+        feedbackTimer = nil
+        let now = MonotonicClock.nanoseconds()
+        guard let feedback = receiver?.poll(now: now) else { return }
+        for item in feedback {
+            if case .keyframeRequest = item { metrics.keyframeRequests.increment() }
+            send(item.packet, on: channel)
+        }
+        guard let deadline = receiver?.nextDeadline else { return }
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        feedbackTimer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))) {
+            bound.value.sendFeedback(on: channel)
         }
     }
 
@@ -155,10 +191,12 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         idleCheck?.cancel()
         idleCheck = nil
+        feedbackTimer?.cancel()
+        feedbackTimer = nil
     }
 
     /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
-    private func sendFeedback(_ bytes: [UInt8], on channel: Channel) {
+    private func send(_ bytes: [UInt8], on channel: Channel) {
         guard var destination = slot.occupant?.sender, let port = destination.port else { return }
         if !configuration.rtp.rtcpMux { destination.port = port == 65535 ? port : port + 1 }
         let envelope = AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes))

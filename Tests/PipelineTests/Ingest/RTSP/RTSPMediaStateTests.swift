@@ -22,7 +22,7 @@ import Testing
 
     /// The last-SR field (LSR, RFC 3550 §6.4.1) of the receiver report the state would send now.
     static func lastSenderReport(_ state: RTSPMediaState) -> UInt32? {
-        var statistics = state.statistics
+        var statistics = state.receiver.statistics
         let report = statistics.report(senderSSRC: 1, cname: "test", now: 2_000_000_000)
         guard report.count >= 32 else { return nil }
         return report[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -31,9 +31,9 @@ import Testing
     @Test func packetsAreCountedAndAShortOneIsNot() {
         var state = Self.state()
         Self.packet(sequence: 7).withUnsafeBytes { state.record($0, arrival: 1_000_000_000) }
-        #expect(state.statistics.ssrc == Self.serverSSRC && state.statistics.lastArrival == 1_000_000_000)
+        #expect(state.receiver.statistics.ssrc == Self.serverSSRC && state.receiver.statistics.lastArrival == 1_000_000_000)
         Array(Self.packet(sequence: 8).prefix(11)).withUnsafeBytes { state.record($0, arrival: 1_500_000_000) }
-        #expect(state.statistics.lastArrival == 1_000_000_000, "11 bytes are no RTP header")
+        #expect(state.receiver.statistics.lastArrival == 1_000_000_000, "11 bytes are no RTP header")
     }
 
     @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Pipeline
+@testable import Bitstream
 
 /// Generic NACK's bookkeeping for WHIP sessions, on a virtual clock: what is asked for, when again, when given up.
 struct LossRecoveryTests {

@@ -1,21 +1,30 @@
 /// Which RTP sequence numbers are missing and when to ask for them again (generic NACK, RFC 4585 §6.2.1): at
 /// once, then every `retryInterval`, at most `maximumRequests` times, and never for longer than `giveUpAfter`
 /// (by then the reorder window has moved on and the decode thread has flagged the loss).
-struct LossRecovery {
-    static let retryInterval: UInt64 = 40_000_000
-    static let maximumRequests = 4
-    static let giveUpAfter: UInt64 = 400_000_000
+public struct LossRecovery: Sendable {
+    public static let retryInterval: UInt64 = 40_000_000
+    public static let maximumRequests = 4
+    public static let giveUpAfter: UInt64 = 400_000_000
     /// A jump larger than this is a restart or a forged packet, not loss worth asking for.
-    static let largestGap = 512
+    public static let largestGap = 512
     /// Missing packets tracked at most (a burst beyond it is past repair).
-    static let maximumTracked = 1024
+    public static let maximumTracked = 1024
 
     private var highest: UInt16?
-    private var missing: [UInt16: (since: UInt64, lastAsked: UInt64?, requests: Int)] = [:]
-    private(set) var recovered = 0
+    /// A missing number: since when, when last asked for, how many times.
+    private struct Gap {
+        var since: UInt64
+        var lastAsked: UInt64?
+        var requests = 0
+    }
+
+    private var missing: [UInt16: Gap] = [:]
+    public private(set) var recovered = 0
     private var unrecovered = 0
 
-    mutating func received(_ sequenceNumber: UInt16, now: UInt64) {
+    public init() {}
+
+    public mutating func received(_ sequenceNumber: UInt16, now: UInt64) {
         guard let last = highest else {
             highest = sequenceNumber
             return
@@ -24,7 +33,7 @@ struct LossRecovery {
         if ahead > 0 {
             if ahead <= Self.largestGap {
                 for step in 1..<ahead where missing.count < Self.maximumTracked {
-                    missing[last &+ UInt16(step)] = (now, nil, 0)
+                    missing[last &+ UInt16(step)] = Gap(since: now)
                 }
             }
             highest = sequenceNumber
@@ -35,17 +44,17 @@ struct LossRecovery {
 
     /// Whether `sequenceNumber` is one still asked for: only such a retransmission is taken (one of another
     /// source's numbers, a sender's late answer to a request of before its SSRC changed, is not ours).
-    func isMissing(_ sequenceNumber: UInt16) -> Bool { missing[sequenceNumber] != nil }
+    public func isMissing(_ sequenceNumber: UInt16) -> Bool { missing[sequenceNumber] != nil }
 
     /// A new source: its numbers have nothing to do with the last one's, whose gaps are given up (uncounted: they
     /// were not lost, the stream ended). The counts not yet taken stay.
-    mutating func restart() {
+    public mutating func restart() {
         highest = nil
         missing.removeAll()
     }
 
     /// The sequence numbers to ask for now; those past hope are dropped and counted.
-    mutating func due(now: UInt64) -> [UInt16] {
+    public mutating func due(now: UInt64) -> [UInt16] {
         var ask: [UInt16] = []
         for (sequenceNumber, entry) in missing {
             if now &- entry.since > Self.giveUpAfter || entry.requests >= Self.maximumRequests {
@@ -54,20 +63,20 @@ struct LossRecovery {
                 continue
             }
             if let asked = entry.lastAsked, now &- asked < Self.retryInterval { continue }
-            missing[sequenceNumber] = (entry.since, now, entry.requests + 1)
+            missing[sequenceNumber] = Gap(since: entry.since, lastAsked: now, requests: entry.requests + 1)
             ask.append(sequenceNumber)
         }
         return ask.sorted { Int16(bitPattern: $0 &- $1) < 0 }
     }
 
     /// Losses given up on since the last call.
-    mutating func takeUnrecoveredCount() -> Int {
+    public mutating func takeUnrecoveredCount() -> Int {
         defer { unrecovered = 0 }
         return unrecovered
     }
 
     /// Recoveries since the last call.
-    mutating func takeRecoveredCount() -> Int {
+    public mutating func takeRecoveredCount() -> Int {
         defer { recovered = 0 }
         return recovered
     }

@@ -1,0 +1,254 @@
+/// The receiving end of one RTP video stream, the same for rtp://, rtsp:// and WHIP, and the one place the daemon's
+/// RTCP feedback is made: which packets are the stream's (a new source followed, RTX repairs unwrapped, RFC 4588),
+/// which are missing and asked for again (generic NACK, RFC 4585 §6.2.1), the reception statistics and receiver
+/// reports (RFC 3550 §6.4.2), and keyframe requests (PLI, RFC 4585 §6.3.1, or FIR, RFC 5104 §4.3.1) paced by an
+/// interval.
+///
+/// No I/O and no clock: every input carries its time, and what to send comes out of `poll(now:)`, with
+/// `nextDeadline` saying when to poll again. The transport that owns it protects (SRTP) and addresses what comes
+/// out; one owner drives it.
+public struct RTPReceiver: Sendable {
+    public enum KeyframeRequest: Sendable, Equatable {
+        case pictureLossIndication
+        case fullIntraRequest
+    }
+
+    public struct Configuration: Sendable, Equatable {
+        /// This receiver's SSRC in every RTCP packet it makes.
+        public var localSSRC: UInt32
+        public var cname = "streamrecvd"
+        public var clockRate: UInt32 = 90000
+        /// The video's payload type; nil: every packet the transport lets through is the video.
+        public var payloadType: UInt8?
+        /// RTX packets (RFC 4588) of this type repeat lost ones; nil: no RTX.
+        public var retransmissionPayloadType: UInt8?
+        /// Gaps are asked for again (generic NACK): only where the sender retransmits.
+        public var requestsRetransmissions = false
+        /// How keyframes are asked for; nil: never.
+        public var keyframeRequest: KeyframeRequest?
+        /// Nanoseconds between two keyframe requests while one is wanted (the request itself may be lost).
+        public var keyframeRequestInterval: UInt64 = 1_000_000_000
+        /// Each new source's first packet asks for a keyframe: a sender may start mid-GOP, and a restarted encoder's
+        /// first picture may refer to what it never sent.
+        public var asksNewSourcesForKeyframes = false
+        /// Receiver reports every this many nanoseconds, the first `firstReportDelay` after the start; nil: none.
+        public var reportInterval: UInt64? = 1_000_000_000
+        public var firstReportDelay: UInt64 = 1_000_000_000
+        /// Reports go out before the first packet too (an RR without a block: an RTSP server sees the client alive).
+        public var reportsBeforeMedia = false
+
+        public init(localSSRC: UInt32 = .random(in: 1...UInt32.max)) {
+            self.localSSRC = localSSRC
+        }
+    }
+
+    /// What a packet is to the decoder.
+    public enum Reception: Sendable, Equatable {
+        /// The video, as it came.
+        case media
+        /// An RTX packet answering one of our requests: the packet it repeats, as the current source's.
+        case repaired(RTPPacket)
+        /// Nothing for the decoder: an RTX padding probe or late answer, another payload type, a source not followed.
+        case ignored
+    }
+
+    /// RTCP to send to the sender, each a compound packet of its own.
+    public enum Feedback: Sendable, Equatable {
+        /// Generic NACK naming `sequenceNumbers` missing packets.
+        case retransmissionRequest([UInt8], sequenceNumbers: Int)
+        case keyframeRequest([UInt8])
+        case receiverReport([UInt8])
+
+        public var packet: [UInt8] {
+            switch self {
+            case .retransmissionRequest(let packet, _), .keyframeRequest(let packet), .receiverReport(let packet): packet
+            }
+        }
+    }
+
+    /// The sender moved to another SSRC (an encoder restart), and the receiver followed.
+    public struct SourceChange: Sendable, Equatable {
+        public var from: UInt32
+        public var to: UInt32
+    }
+
+    /// Whether a keyframe of which source is wanted.
+    private enum KeyframeNeed: Sendable {
+        case satisfied
+        /// A new source's: asked for once.
+        case once(source: UInt32)
+        /// The decoder's (it lost packets): asked for every interval until it heals.
+        case wanted(source: UInt32)
+    }
+
+    /// After a change, other SSRCs are not followed for this long: a sender juggling SSRCs (each change restarts the
+    /// decode side and asks for a keyframe) gets at most two a second.
+    public static let sourceChangeInterval: UInt64 = 500_000_000
+
+    public let configuration: Configuration
+    public private(set) var statistics: RTPReceptionStatistics
+    private var loss = LossRecovery()
+    /// The SSRC the sender left at its last change: its late packets are dropped, not followed back to.
+    private var previousSSRC: UInt32?
+    private var lastSourceChange: UInt64?
+    private var pendingSourceChange: SourceChange?
+    private var keyframe = KeyframeNeed.satisfied
+    private var lastKeyframeRequest: UInt64?
+    private var firSequenceNumber: UInt8 = 0
+    private var nextReport: UInt64?
+
+    /// - Parameter now: the start, from which the first report is timed.
+    public init(_ configuration: Configuration, now: UInt64) {
+        self.configuration = configuration
+        statistics = RTPReceptionStatistics(clockRate: configuration.clockRate)
+        nextReport = configuration.reportInterval.map { _ in now &+ configuration.firstReportDelay }
+    }
+
+    /// The current source's SSRC, once a packet of the video has arrived.
+    public var ssrc: UInt32? { statistics.ssrc }
+
+    // MARK: - Inputs
+
+    /// A packet from the sender (already admitted by the transport: its address, SRTP), at its arrival.
+    public mutating func receive(_ packet: RTPPacket, now: UInt64) -> Reception {
+        if let rtx = configuration.retransmissionPayloadType, packet.payloadType == rtx {
+            guard let original = repaired(packet) else { return .ignored }
+            record(original, now: now)
+            return .repaired(original)
+        }
+        if let video = configuration.payloadType, packet.payloadType != video { return .ignored }
+        if packet.ssrc != statistics.ssrc, !follow(packet.ssrc, now: now) { return .ignored }
+        record(packet, now: now)
+        return .media
+    }
+
+    /// What the sender's RTCP said: its report, when it is the current source's, times our reports' delay fields.
+    public mutating func receive(_ news: RTPReceptionStatistics.SenderNews, now: UInt64) {
+        if let report = news.senderReport, report.ssrc == statistics.ssrc {
+            statistics.recordSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+        }
+    }
+
+    /// The decoder lost what it needs of `source`: a keyframe is asked for at the next poll (unless one was asked for
+    /// within the interval), then every interval until `keyframeArrived`.
+    public mutating func keyframeWanted(of source: UInt32) {
+        keyframe = .wanted(source: source)
+    }
+
+    /// The decoder healed: requests stop, and the next loss is asked for at once.
+    public mutating func keyframeArrived() {
+        keyframe = .satisfied
+        lastKeyframeRequest = nil
+    }
+
+    // MARK: - Outputs
+
+    /// What to send now: NACKs due, a keyframe request due, a receiver report due, in that order.
+    public mutating func poll(now: UInt64) -> [Feedback] {
+        var feedback: [Feedback] = []
+        if configuration.requestsRetransmissions, let ssrc = statistics.ssrc { appendRetransmissionRequests(of: ssrc, now: now, to: &feedback) }
+        if let request = dueKeyframeRequest(now: now) { feedback.append(.keyframeRequest(request)) }
+        if let interval = configuration.reportInterval, let due = nextReport, now >= due,
+           statistics.ssrc != nil || configuration.reportsBeforeMedia {
+            nextReport = now &+ interval
+            feedback.append(.receiverReport(statistics.report(senderSSRC: configuration.localSSRC, cname: configuration.cname, now: now)))
+        }
+        return feedback
+    }
+
+    /// When `poll` may have something new without a new input: the next retry of a wanted keyframe or the next
+    /// report (NACK retries are the transport's tick's: they follow packets).
+    public var nextDeadline: UInt64? {
+        let keyframeDue: UInt64? = switch keyframe {
+        case _ where configuration.keyframeRequest == nil, .satisfied: nil
+        case .once, .wanted: lastKeyframeRequest.map { $0 &+ configuration.keyframeRequestInterval } ?? 0
+        }
+        let reportDue = statistics.ssrc != nil || configuration.reportsBeforeMedia ? nextReport : nil
+        return [keyframeDue, reportDue].compactMap { $0 }.min()
+    }
+
+    /// The source change since the last call, if any: for the transport's counter and log.
+    public mutating func takeSourceChange() -> SourceChange? {
+        defer { pendingSourceChange = nil }
+        return pendingSourceChange
+    }
+
+    /// Packets asked for that arrived since the last call.
+    public mutating func takeRecoveredCount() -> Int { loss.takeRecoveredCount() }
+
+    /// Losses given up on since the last call.
+    public mutating func takeUnrecoveredCount() -> Int { loss.takeUnrecoveredCount() }
+
+    // MARK: - Inside
+
+    private mutating func record(_ packet: RTPPacket, now: UInt64) {
+        statistics.record(ssrc: packet.ssrc, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, arrival: now)
+        loss.received(packet.sequenceNumber, now: now)
+    }
+
+    /// Whether a packet of another SSRC than the current one starts the sender's new source (an encoder restart):
+    /// followed at once, with loss recovery and RTX mapped to it (the statistics start afresh on their own). Not
+    /// followed: the SSRC just left (late packets), or any within `sourceChangeInterval` of the last change.
+    private mutating func follow(_ ssrc: UInt32, now: UInt64) -> Bool {
+        if let current = statistics.ssrc {
+            if ssrc == previousSSRC { return false }
+            if let last = lastSourceChange, now &- last < Self.sourceChangeInterval { return false }
+            previousSSRC = current
+            lastSourceChange = now
+            pendingSourceChange = SourceChange(from: current, to: ssrc)
+            loss.restart()
+        }
+        if configuration.asksNewSourcesForKeyframes {
+            keyframe = .once(source: ssrc)
+            lastKeyframeRequest = nil
+        }
+        return true
+    }
+
+    /// The packet an RTX packet repeats (RFC 4588 §4: the original sequence number, then the original payload), as
+    /// the current source's whatever the repair SSRC (the offer's FID group may be absent, and a restarted sender
+    /// picks a new one); nil unless it answers one of our requests (a padding probe, a late answer about the source
+    /// before).
+    private func repaired(_ rtx: RTPPacket) -> RTPPacket? {
+        guard rtx.payload.count > 2, let ssrc = statistics.ssrc, let video = configuration.payloadType else { return nil }
+        let original = UInt16(rtx.payload[rtx.payload.startIndex]) << 8 | UInt16(rtx.payload[rtx.payload.startIndex + 1])
+        guard loss.isMissing(original) else { return nil }
+        return RTPPacket(marker: rtx.marker, payloadType: video, sequenceNumber: original,
+                         timestamp: rtx.timestamp, ssrc: ssrc, payload: rtx.payload.dropFirst(2))
+    }
+
+    private mutating func appendRetransmissionRequests(of ssrc: UInt32, now: UInt64, to feedback: inout [Feedback]) {
+        let missing = loss.due(now: now)
+        guard !missing.isEmpty else { return }
+        let entries = RTCPTransportFeedback.genericNACKEntries(lost: missing)
+        let perPacket = RTCPTransportFeedback.defaultMaximumEntriesPerPacket
+        for first in stride(from: 0, to: entries.count, by: perPacket) {
+            let chunk = entries[first..<min(first + perPacket, entries.count)]
+            let named = chunk.reduce(0) { $0 + 1 + $1.lostBitmask.nonzeroBitCount }
+            feedback.append(.retransmissionRequest(
+                RTCPTransportFeedback.genericNACK(senderSSRC: configuration.localSSRC, mediaSSRC: ssrc, entries: chunk),
+                sequenceNumbers: named))
+        }
+    }
+
+    private mutating func dueKeyframeRequest(now: UInt64) -> [UInt8]? {
+        guard let kind = configuration.keyframeRequest else { return nil }
+        let source: UInt32
+        switch keyframe {
+        case .satisfied: return nil
+        case .once(let wanted), .wanted(let wanted): source = wanted
+        }
+        if let last = lastKeyframeRequest, now >= last, now - last < configuration.keyframeRequestInterval { return nil }
+        lastKeyframeRequest = now
+        if case .once = keyframe { keyframe = .satisfied }
+        let request: RTCPFeedback.Kind
+        switch kind {
+        case .pictureLossIndication:
+            request = .pictureLossIndication
+        case .fullIntraRequest:
+            firSequenceNumber &+= 1
+            request = .fullIntraRequest(sequenceNumber: firSequenceNumber)
+        }
+        return RTCPFeedback.keyframeRequest(request, senderSSRC: configuration.localSSRC, mediaSSRC: source)
+    }
+}

@@ -1,0 +1,147 @@
+@testable import Bitstream
+import Testing
+
+/// The receiving end of one RTP stream, driven in memory on a clock the tests move: what it takes, what it asks
+/// for, and when.
+@Suite struct RTPReceiverTests {
+    static let ms: UInt64 = 1_000_000
+    static let video: UInt32 = 0x1111_1111
+    static let localSSRC: UInt32 = 0x0102_0304
+
+    /// WHIP's: payload type 96, RTX 97, NACK, PLI, a keyframe asked of each new source.
+    static func whip(interval: UInt64 = 1_000_000_000) -> RTPReceiver {
+        var configuration = RTPReceiver.Configuration(localSSRC: localSSRC)
+        configuration.payloadType = 96
+        configuration.retransmissionPayloadType = 97
+        configuration.requestsRetransmissions = true
+        configuration.keyframeRequest = .pictureLossIndication
+        configuration.keyframeRequestInterval = interval
+        configuration.asksNewSourcesForKeyframes = true
+        return RTPReceiver(configuration, now: 0)
+    }
+
+    static func packet(_ sequence: UInt16, ssrc: UInt32 = video, payloadType: UInt8 = 96, payload: [UInt8] = [0x41, 1]) -> RTPPacket {
+        RTPPacket(marker: false, payloadType: payloadType, sequenceNumber: sequence, timestamp: UInt32(sequence) * 3000,
+                  ssrc: ssrc, payload: payload[...])
+    }
+
+    /// The packet type (PT) and FMT of the feedback packet after the compound's leading RR, and the media SSRC it names.
+    static func feedback(_ packet: [UInt8]) -> (type: UInt8, format: UInt8, media: UInt32)? {
+        guard packet.count >= 20, packet[1] == 201 else { return nil }
+        let media = packet[16..<20].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        return (packet[9], packet[8] & 0x1F, media)
+    }
+
+    @Test func aGapIsAskedForAndItsRepairIsTheSourcesPacket() throws {
+        var receiver = Self.whip()
+        #expect(receiver.receive(Self.packet(100), now: 0) == .media)
+        #expect(receiver.receive(Self.packet(103), now: 1 * Self.ms) == .media)
+        let asked = receiver.poll(now: 1 * Self.ms).filter { if case .retransmissionRequest = $0 { true } else { false } }
+        try #require(asked.count == 1)
+        guard case .retransmissionRequest(let nack, let named) = asked[0] else { return }
+        #expect(named == 2)
+        let parsed = try #require(Self.feedback(nack))
+        #expect(parsed.type == 205 && parsed.format == 1 && parsed.media == Self.video)
+        #expect(Array(nack[20..<24]) == [0, 101, 0, 1], "PID 101, and 102 in the bitmask")
+        // The answer: RTX on its own SSRC, the original number first.
+        let rtx = Self.packet(7, ssrc: 0x0BAD_F00D, payloadType: 97, payload: [0, 101, 0x41, 9])
+        guard case .repaired(let original) = receiver.receive(rtx, now: 5 * Self.ms) else { Issue.record("not repaired"); return }
+        #expect(original.ssrc == Self.video && original.payloadType == 96 && original.sequenceNumber == 101 && Array(original.payload) == [0x41, 9])
+        #expect(receiver.receive(rtx, now: 6 * Self.ms) == .ignored, "repaired once")
+        #expect(receiver.receive(Self.packet(8, ssrc: 0x0BAD_F00D, payloadType: 97, payload: [0, 100, 0x41]), now: 6 * Self.ms) == .ignored,
+                "an answer to nothing asked: a probe")
+        #expect(receiver.takeRecoveredCount() == 1)
+        // 102 is asked again after 40 ms, not before.
+        #expect(receiver.poll(now: 20 * Self.ms).isEmpty)
+        let again = receiver.poll(now: 45 * Self.ms)
+        #expect(again.count == 1 && again.first.map { Array($0.packet[20..<24]) } == [0, 102, 0, 0])
+    }
+
+    @Test func aNewSourceIsAskedForAKeyframeOnceAndAnotherSoonAfterWaits() throws {
+        var receiver = Self.whip()
+        #expect(receiver.receive(Self.packet(1), now: 0) == .media)
+        let first = receiver.poll(now: 0)
+        #expect(first.count == 1 && Self.feedback(first[0].packet)?.type == 206 && Self.feedback(first[0].packet)?.media == Self.video)
+        #expect(receiver.poll(now: 1 * Self.ms).isEmpty && receiver.takeSourceChange() == nil)
+        // The encoder restarted: a new SSRC, followed at once, asked at once.
+        #expect(receiver.receive(Self.packet(5000, ssrc: 0x2222_2222), now: 10 * Self.ms) == .media)
+        #expect(receiver.takeSourceChange() == RTPReceiver.SourceChange(from: Self.video, to: 0x2222_2222))
+        #expect(receiver.poll(now: 10 * Self.ms).map { Self.feedback($0.packet)?.media } == [0x2222_2222])
+        // Late packets of the source left, and a third soon after: not followed.
+        #expect(receiver.receive(Self.packet(2), now: 11 * Self.ms) == .ignored)
+        let soon = 10 * Self.ms + RTPReceiver.sourceChangeInterval - 1
+        #expect(receiver.receive(Self.packet(1, ssrc: 0x3333_3333), now: soon) == .ignored)
+        #expect(receiver.receive(Self.packet(2, ssrc: 0x3333_3333), now: soon + 1) == .media)
+        #expect(receiver.ssrc == 0x3333_3333)
+        #expect(receiver.receive(Self.packet(3, payloadType: 100), now: soon + 2) == .ignored, "another payload type")
+    }
+
+    @Test func theDecodersKeyframeIsAskedForEveryIntervalUntilItArrives() {
+        var receiver = Self.whip(interval: 100 * Self.ms)
+        _ = receiver.receive(Self.packet(1), now: 0)
+        _ = receiver.poll(now: 0)  // the new source's request
+        receiver.keyframeWanted(of: Self.video)
+        #expect(receiver.poll(now: 50 * Self.ms).isEmpty, "within the interval of the last request")
+        #expect(receiver.nextDeadline == 100 * Self.ms)
+        #expect(receiver.poll(now: 100 * Self.ms).count == 1)
+        #expect(receiver.poll(now: 150 * Self.ms).isEmpty)
+        #expect(receiver.poll(now: 200 * Self.ms).count == 1)
+        receiver.keyframeArrived()
+        #expect(receiver.poll(now: 400 * Self.ms).isEmpty && receiver.nextDeadline == 1000 * Self.ms, "only the report is ahead")
+        receiver.keyframeWanted(of: Self.video)
+        #expect(receiver.poll(now: 401 * Self.ms).count == 1, "a new loss after healing is asked for at once")
+    }
+
+    @Test func firSequenceNumbersCountUp() {
+        var configuration = RTPReceiver.Configuration(localSSRC: 1)
+        configuration.keyframeRequest = .fullIntraRequest
+        configuration.keyframeRequestInterval = 0
+        configuration.reportInterval = nil
+        var receiver = RTPReceiver(configuration, now: 0)
+        receiver.keyframeWanted(of: 2)
+        let requests = (1...3).flatMap { receiver.poll(now: UInt64($0)) }
+        #expect(requests.map { $0.packet[9] } == [206, 206, 206] && requests.map { $0.packet[8] & 0x1F } == [4, 4, 4])
+        #expect(requests.map { $0.packet[24] } == [1, 2, 3])
+        #expect(requests.map { $0.packet[20..<24].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } } == [2, 2, 2], "the FCI names the SSRC")
+    }
+
+    @Test func withoutAKindNothingIsAskedAndNoDeadlineIsSet() {
+        var configuration = RTPReceiver.Configuration(localSSRC: 1)
+        configuration.reportInterval = nil
+        var receiver = RTPReceiver(configuration, now: 0)
+        receiver.keyframeWanted(of: 2)
+        #expect(receiver.poll(now: 5_000_000_000).isEmpty && receiver.nextDeadline == nil)
+    }
+
+    @Test func reportsComeOnTheirScheduleAndEchoTheSourcesSenderReport() throws {
+        var configuration = RTPReceiver.Configuration(localSSRC: Self.localSSRC)
+        configuration.reportInterval = 5_000_000_000
+        var receiver = RTPReceiver(configuration, now: 0)
+        #expect(receiver.poll(now: 2_000_000_000).isEmpty, "no report before the first packet")
+        _ = receiver.receive(Self.packet(10), now: 2_000_000_000)
+        var news = RTPReceptionStatistics.SenderNews()
+        news.senderReport = .init(ssrc: 0xDEAD_BEEF, ntpTimestamp: 0xAAAA_BBBB_CCCC_DDDD)
+        receiver.receive(news, now: 2_100_000_000)  // another source's: not echoed
+        news.senderReport = .init(ssrc: Self.video, ntpTimestamp: 0x1122_3344_5566_7788)
+        receiver.receive(news, now: 2_500_000_000)
+        let reports = receiver.poll(now: 3_000_000_000)
+        try #require(reports.count == 1)
+        guard case .receiverReport(let report) = reports[0] else { Issue.record("\(reports)"); return }
+        #expect(report[1] == 201 && report[0] & 0x1F == 1 && Array(report[4..<8]) == [1, 2, 3, 4])
+        #expect(report[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } == Self.video)
+        #expect(report[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } == 0x3344_5566, "LSR: the middle of its NTP time")
+        #expect(receiver.nextDeadline == 8_000_000_000)
+        #expect(receiver.poll(now: 7_999_999_999).isEmpty && receiver.poll(now: 8_000_000_000).count == 1)
+    }
+
+    @Test func anRTSPReceiverReportsBeforeMediaAndTakesAnyPayloadType() {
+        var configuration = RTPReceiver.Configuration(localSSRC: Self.localSSRC)
+        configuration.reportsBeforeMedia = true
+        var receiver = RTPReceiver(configuration, now: 10)
+        #expect(receiver.poll(now: 1_000_000_009).isEmpty)
+        let empty = receiver.poll(now: 1_000_000_010)
+        #expect(empty.count == 1 && empty.first?.packet[0] == 0x80, "an RR with no block")
+        #expect(receiver.receive(Self.packet(1, payloadType: 33), now: 1_000_000_011) == .media)
+        #expect(receiver.receive(Self.packet(2, payloadType: 97), now: 1_000_000_012) == .media, "no RTX here: just video")
+    }
+}
