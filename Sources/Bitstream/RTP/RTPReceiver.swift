@@ -130,8 +130,10 @@ public struct RTPReceiver: Sendable {
     }
 
     /// The decoder lost what it needs of `source`: a keyframe is asked for at the next poll (unless one was asked for
-    /// within the interval), then every interval until `keyframeArrived`.
+    /// within the interval), then every interval until `keyframeArrived`. Ignored for another source than the
+    /// current one (a wish that crossed a source change: the new source is not asked for the old one's keyframe).
     public mutating func keyframeWanted(of source: UInt32) {
+        if let current = statistics.ssrc, current != source { return }
         keyframe = .wanted(source: source)
     }
 
@@ -198,10 +200,9 @@ public struct RTPReceiver: Sendable {
             pendingSourceChange = SourceChange(from: current, to: ssrc)
             loss.restart()
         }
-        if configuration.asksNewSourcesForKeyframes {
-            keyframe = .once(source: ssrc)
-            lastKeyframeRequest = nil
-        }
+        // What the decoder wanted of the source before is moot.
+        keyframe = configuration.asksNewSourcesForKeyframes ? .once(source: ssrc) : .satisfied
+        lastKeyframeRequest = nil
         return true
     }
 
@@ -238,7 +239,8 @@ public struct RTPReceiver: Sendable {
         case .satisfied: return nil
         case .once(let wanted), .wanted(let wanted): source = wanted
         }
-        if let last = lastKeyframeRequest, now >= last, now - last < configuration.keyframeRequestInterval { return nil }
+        // A `now` older than the last request (read before it, by another caller) is not yet due either.
+        if let last = lastKeyframeRequest, now < last.addingReportingOverflow(configuration.keyframeRequestInterval).partialValue { return nil }
         lastKeyframeRequest = now
         if case .once = keyframe { keyframe = .satisfied }
         let request: RTCPFeedback.Kind

@@ -11,20 +11,18 @@ struct KeyframeWish {
         self.enabled = enabled
     }
 
-    /// The decoder needs a keyframe of `source`: true when the receiver must be told (it was not, or of another).
-    mutating func want(_ source: UInt32) -> Bool {
-        guard enabled, told != source else { return false }
+    /// The decoder needs a keyframe of `source`: `tell` is called when the receiver does not know it yet, and
+    /// returns whether anything listened (if not, it is told at the next call).
+    mutating func want(_ source: UInt32, telling tell: (UInt32) -> Bool) {
+        guard enabled, told != source, tell(source) else { return }
         told = source
-        return true
     }
 
-    /// The stream healed: true when the receiver must be told to stop asking.
-    mutating func healed() -> Bool {
-        guard told != nil else { return false }
+    /// The stream healed, or what was wanted is moot (the source or sender changed): `tell` is called when the
+    /// receiver must stop asking. Left asking, it would ask a new source for a keyframe of one gone, for ever.
+    mutating func settle(telling tell: () -> Void) {
+        guard told != nil else { return }
         told = nil
-        return true
+        tell()
     }
-
-    /// A new sender (connection, session): its receiver is new and has been told nothing.
-    mutating func forget() { told = nil }
 }

@@ -22,16 +22,16 @@ final class ConnectedMediaSockets {
     private let loop: EventLoop
     private let local: SocketAddress
     private let wildcard: WildcardMediaSocket?
-    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let endpoint: NIOLoopBoundBox<WebRTCEndpoint>
     private let logger: Logger
     private var peers: [SocketAddress: Peer] = [:]
     private var saidUnavailable = false
 
-    init(loop: EventLoop, local: SocketAddress, wildcard: WildcardMediaSocket?, table: NIOLoopBoundBox<WebRTCSessionTable>, logger: Logger) {
+    init(loop: EventLoop, local: SocketAddress, wildcard: WildcardMediaSocket?, endpoint: NIOLoopBoundBox<WebRTCEndpoint>, logger: Logger) {
         self.loop = loop
         self.local = local
         self.wildcard = wildcard
-        self.table = table
+        self.endpoint = endpoint
         self.logger = logger
     }
 
@@ -49,7 +49,7 @@ final class ConnectedMediaSockets {
         let bindTo = address.map { dualStack ? $0.mapped ?? $0 : $0 } ?? local
         let connectTo = dualStack ? peer.mapped ?? peer : peer
         peers[peer] = .opening
-        let (table, wildcard) = (self.table, self.wildcard)
+        let (endpoint, wildcard) = (self.endpoint, self.wildcard)
         let opened = DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
             .channelOption(.socketOption(.so_rcvbuf), value: StreamSource.defaultReceiveBufferBytes)
@@ -57,7 +57,7 @@ final class ConnectedMediaSockets {
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table, wildcard: wildcard, boundLocal: address))
+                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(endpoint: endpoint, wildcard: wildcard, boundLocal: address))
                 }
             }
             .bind(to: bindTo)

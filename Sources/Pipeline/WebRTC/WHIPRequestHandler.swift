@@ -27,7 +27,7 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     /// place back.
     static let firstRequestSeconds: Int64 = 5
 
-    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let endpoint: NIOLoopBoundBox<WebRTCEndpoint>
     private let gate: WHIPGate
     /// Who sent this connection's requests (the address, or the local user on loopback), found on first need.
     private var party: ConnectionParty?
@@ -40,8 +40,8 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     /// once it reads again, so that what waits for it is one reply, not one per request it pipelined.
     private var parked: (head: HTTPRequestHead, body: [UInt8], oversized: Bool)?
 
-    init(table: NIOLoopBoundBox<WebRTCSessionTable>, gate: WHIPGate) {
-        self.table = table
+    init(endpoint: NIOLoopBoundBox<WebRTCEndpoint>, gate: WHIPGate) {
+        self.endpoint = endpoint
         self.gate = gate
     }
 
@@ -105,7 +105,7 @@ final class WHIPRequestHandler: ChannelInboundHandler {
     }
 
     private func dispatch(_ request: HTTPRequestHead, body: [UInt8], oversized: Bool, context: ChannelHandlerContext) {
-        let (table, channel, remote, gate) = (self.table, context.channel, context.remoteAddress, self.gate)
+        let (endpoint, channel, remote, gate) = (self.endpoint, context.channel, context.remoteAddress, self.gate)
         let now = MonotonicClock.nanoseconds()
         if let refusal = gate.hostRefusal(request, remote: remote?.description ?? "unknown", now: now) {
             return Self.write(refusal, for: request, channel: channel)
@@ -119,13 +119,14 @@ final class WHIPRequestHandler: ChannelInboundHandler {
             return Self.write(Reply(.payloadTooLarge, "an SDP offer is at most \(Self.maximumBodyBytes >> 10) KiB\n"), for: request, channel: channel)
         }
         let authorized: @Sendable (HTTPHeaders, WebRTCRoute) -> Bool = { gate.authorize($0, route: $1, party: party, now: MonotonicClock.nanoseconds()) }
-        table.eventLoop.execute {
-            let tables = table.value
+        endpoint.eventLoop.execute {
             // GET and HEAD: the share page, its stream list and each stream's live picture (SharePageRoutes.swift);
             // a frame's answer comes later, once encoded off the loop, so those routes write their own replies.
             if request.method == .GET || request.method == .HEAD,
-               SharePageRoutes.serve(request, table: tables, channel: channel, remote: remote, authorized: authorized) { return }
-            Self.write(Self.respond(to: request, body: body, tables: tables, remote: remote, authorized: authorized), for: request, channel: channel)
+               SharePageRoutes.serve(request, table: endpoint.value.table, channel: channel, remote: remote, authorized: authorized) { return }
+            // An offer may take over a session, a DELETE ends one: each tells its client (outputs of the table).
+            let reply = endpoint.value.drive { Self.respond(to: request, body: body, tables: $0, remote: remote, authorized: authorized) }
+            Self.write(reply, for: request, channel: channel)
         }
     }
 

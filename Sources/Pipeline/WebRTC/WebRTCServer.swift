@@ -35,7 +35,7 @@ final class WebRTCServer: Service, Sendable {
     /// handshakes) cost it and not the media. Replies are made on `loop` (WHIPRequestHandler).
     private let httpLoops: EventLoopGroup
     private let logger: Logger
-    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let endpoint: NIOLoopBoundBox<WebRTCEndpoint>
     let metrics: WebRTCMetrics
     /// The sockets and the timer, once `bind()` has made them.
     private let bound = NIOLockedValueBox<Bound?>(nil)
@@ -70,10 +70,10 @@ final class WebRTCServer: Service, Sendable {
         gate = WHIPGate(configuration: configuration, certificate: certificate, connections: connections, metrics: metrics, logger: logger)
         let identity = try DTLSIdentity.generate()
         let states = sourceStates
-        table = NIOLoopBoundBox.makeBoxSendingValue(
+        endpoint = NIOLoopBoundBox.makeBoxSendingValue(WebRTCEndpoint(table:
             WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger) { stream, text in
                 states.withLockedValue { $0[stream] = text }
-            }, eventLoop: loop)
+            }), eventLoop: loop)
         logger.info("WebRTC: DTLS certificate generated (sha-256 \(identity.fingerprintText))")
     }
 
@@ -92,11 +92,11 @@ final class WebRTCServer: Service, Sendable {
 
     /// A stream with `listen = "whip"` starts taking offers.
     func attach(_ route: WebRTCRoute) async {
-        let table = self.table
-        try? await loop.submit { table.value.attach(route, now: MonotonicClock.nanoseconds()) }.get()
+        let endpoint = self.endpoint
+        try? await loop.submit { endpoint.value.drive { $0.attach(route, now: MonotonicClock.nanoseconds()) } }.get()
         let stream = route.configuration.name
         route.worker.setKeyframeSignal { [loop] source in
-            loop.execute { table.value.keyframe(wanted: source, stream: stream, now: MonotonicClock.nanoseconds()) }
+            loop.execute { endpoint.value.drive { $0.keyframe(wanted: source, stream: stream, now: MonotonicClock.nanoseconds()) } }
         }
     }
 
@@ -105,8 +105,8 @@ final class WebRTCServer: Service, Sendable {
 
     /// The stream stops: its session ends, its offers are refused.
     func detach(stream: String) async {
-        let table = self.table
-        try? await loop.submit { table.value.detach(stream: stream, now: MonotonicClock.nanoseconds()) }.get()
+        let endpoint = self.endpoint
+        try? await loop.submit { endpoint.value.drive { $0.detach(stream: stream, now: MonotonicClock.nanoseconds()) } }.get()
     }
 
     /// Binds both sockets, or adopts those socket activation passed (`inherited`, checked first), and starts the
@@ -126,9 +126,9 @@ final class WebRTCServer: Service, Sendable {
             logger.error("WebRTC: cannot listen (\(configuration.http) for WHIP, \(configuration.media) for media): \(error)")
             throw error
         }
-        let table = self.table
+        let endpoint = self.endpoint
         let ticks = loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
-            table.value.tick(now: MonotonicClock.nanoseconds())
+            endpoint.value.tick(now: MonotonicClock.nanoseconds())
         }
         bound.withLockedValue { $0 = Bound(media: media, http: http, ticks: ticks) }
         let scheme = configuration.tls == nil ? "http" : "https"
@@ -150,7 +150,7 @@ final class WebRTCServer: Service, Sendable {
 
     /// The options below are set on an inherited socket too (NIO applies them to an adopted one).
     private func bindMedia(inherited: Int32?) async throws -> Channel {
-        let table = self.table
+        let endpoint = self.endpoint
         // Decided before the channel exists: its handler tells datagrams' local addresses apart on a wildcard.
         let wildcard: WildcardMediaSocket?
         let descriptor: Int32?
@@ -180,7 +180,7 @@ final class WebRTCServer: Service, Sendable {
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(table: table, wildcard: wildcard))
+                    try channel.pipeline.syncOperations.addHandler(WebRTCMediaHandler(endpoint: endpoint, wildcard: wildcard))
                 }
             }
         if wildcard != nil { bootstrap = bootstrap.channelOption(.receivePacketInfo, value: true) }
@@ -200,7 +200,7 @@ final class WebRTCServer: Service, Sendable {
         }
         let (loop, logger, metrics) = (self.loop, self.logger, self.metrics)
         try await loop.submit {
-            table.value.send = { bytes, destination, source in
+            endpoint.value.transmit = { bytes, destination, source in
                 // A closed channel's descriptor may already be another file's.
                 guard channel.isActive else { return }
                 if let wildcard, let source {
@@ -211,15 +211,13 @@ final class WebRTCServer: Service, Sendable {
                 channel.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
             }
             guard let local = channel.localAddress else { return }
-            let sockets = ConnectedMediaSockets(loop: loop, local: local, wildcard: wildcard, table: table, logger: logger)
-            table.value.peerJoined = { sockets.joined($0, at: $1) }
-            table.value.peerLeft = { sockets.left($0) }
+            endpoint.value.sockets = ConnectedMediaSockets(loop: loop, local: local, wildcard: wildcard, endpoint: endpoint, logger: logger)
         }.get()
         return channel
     }
 
     private func bindHTTP(inherited: Int32?) async throws -> Channel {
-        let table = self.table
+        let endpoint = self.endpoint
         let bootstrap = ServerBootstrap(group: httpLoops)
             .serverChannelOption(.backlog, value: 128)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -233,7 +231,7 @@ final class WebRTCServer: Service, Sendable {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(Self.idleSeconds)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(ConnectionPhaseHandler(cap: connections))
-                    try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(table: table, gate: gate))
+                    try channel.pipeline.syncOperations.addHandler(WHIPRequestHandler(endpoint: endpoint, gate: gate))
                 }
             }
         guard let inherited else { return try await bootstrap.bind(host: configuration.http.host, port: configuration.http.port).get() }
@@ -263,30 +261,30 @@ extension WebRTCServer {
 final class WebRTCMediaHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
-    private let table: NIOLoopBoundBox<WebRTCSessionTable>
+    private let endpoint: NIOLoopBoundBox<WebRTCEndpoint>
     /// Where the socket is bound to a wildcard: each datagram's local address is read from its packet info.
     private let wildcard: WildcardMediaSocket?
     /// A session's own socket of a wildcard server: the one local address it is bound to.
     private let boundLocal: SocketAddress?
 
-    init(table: NIOLoopBoundBox<WebRTCSessionTable>, wildcard: WildcardMediaSocket?, boundLocal: SocketAddress? = nil) {
-        self.table = table
+    init(endpoint: NIOLoopBoundBox<WebRTCEndpoint>, wildcard: WildcardMediaSocket?, boundLocal: SocketAddress? = nil) {
+        self.endpoint = endpoint
         self.wildcard = wildcard
         self.boundLocal = boundLocal
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        let (table, now) = (self.table.value, MonotonicClock.nanoseconds())
+        let (endpoint, now) = (self.endpoint.value, MonotonicClock.nanoseconds())
         var source = envelope.remoteAddress
         if let wildcard {
             guard let peer = wildcard.peer(source, arrivedAt: boundLocal ?? envelope.metadata?.packetInfo?.destinationAddress) else { return }
             source = peer
         }
         // Strangers' datagrams are dropped before they are copied or parsed: a flood costs as little as it can.
-        let dropped = envelope.data.withUnsafeReadableBytes { table.screen($0, from: source, now: now) }
+        let dropped = envelope.data.withUnsafeReadableBytes { endpoint.table.screen($0, from: source, now: now) }
         guard !dropped else { return }
         let local = boundLocal ?? wildcard?.local(from: envelope.metadata?.packetInfo)
-        table.receive(Array(envelope.data.readableBytesView), from: source, to: local, now: now)
+        endpoint.drive { $0.receive(Array(envelope.data.readableBytesView), from: source, to: local, now: now) }
     }
 }

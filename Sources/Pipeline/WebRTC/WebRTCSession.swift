@@ -77,8 +77,9 @@ final class WebRTCSession {
         video.payloadType = media.payloadType
         video.retransmissionPayloadType = media.retransmissionPayloadType
         video.requestsRetransmissions = media.feedback.contains(.nack)
-        // A new source is always asked for its keyframe (`keyframe_request = "none"` only stops the decoder's asking).
-        video.keyframeRequest = rtp.keyframeRequest == .fir ? .fullIntraRequest : .pictureLossIndication
+        // A new source is always asked for its keyframe (`keyframe_request = "none"` only stops the decoder's asking),
+        // by FIR only where the client said it takes it.
+        video.keyframeRequest = rtp.keyframeRequest == .fir && media.feedback.contains(.fir) ? .fullIntraRequest : .pictureLossIndication
         video.keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
         video.asksNewSourcesForKeyframes = true
         receiver = RTPReceiver(video, now: now)

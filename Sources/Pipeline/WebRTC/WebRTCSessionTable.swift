@@ -39,14 +39,8 @@ final class WebRTCSessionTable {
     private(set) var byAddress: [SocketAddress: String] = [:]
     /// Each stream's session (one at a time, by its `second_sender` policy): the slot's sender is its id.
     private var slots: [String: SenderSlot<String>] = [:]
-    /// Sends a datagram from the media socket, from the given local address where the socket has several (a
-    /// wildcard `media`; nil: the socket's own); set once it is bound.
-    var send: (([UInt8], SocketAddress, SocketAddress?) -> Void)?
-    /// A session's address is known (its first authenticated check, with the local address it came to where the
-    /// socket has several), or forgotten: the server gives it a socket of its own (ConnectedMediaSockets), so that
-    /// a flood of the shared port cannot crowd its datagrams out.
-    var peerJoined: ((SocketAddress, SocketAddress?) -> Void)?
-    var peerLeft: ((SocketAddress) -> Void)?
+    /// What the inputs asked for since the driver last took it (`takeOutputs`), in order.
+    var outbox: [Output] = []
     private var lastExpiryCheck: UInt64 = 0
 
     /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
@@ -197,7 +191,7 @@ final class WebRTCSessionTable {
             guard let session = session(at: source) else { return reject(source, "DTLS from an address with no session", now: now) }
             // Not authenticated before the handshake ends: moves replies only where no check did yet.
             heard(session, at: local, nominating: false)
-            handle(session.receiveDTLS(datagram) { send?($0, source, session.local) }, of: session, now: now)
+            handle(session.receiveDTLS(datagram) { transmit($0, to: source, from: session.local) }, of: session, now: now)
         case .rtp:
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
             guard let (session, outcome) = received, case .video(let packet) = outcome else {
@@ -244,18 +238,18 @@ final class WebRTCSessionTable {
         if byAddress[source] == nil, session.remote == source {
             byAddress[source] = id
             _ = session.heard(at: local, nominating: false, check: message.transactionID)
-            peerJoined?(source, session.local)
+            outbox.append(.peerJoined(source, at: session.local))
         } else {
             heard(session, at: local, nominating: message.value(of: STUNAttribute.useCandidate) != nil, check: message.transactionID)
         }
         // From the address the check came to, whichever pair it was: the client matches responses by it.
-        send?(response, source, local)
+        transmit(response, to: source, from: local)
     }
 
     /// A session's datagram came to `local`: where its replies now leave from, and its own socket with them.
     private func heard(_ session: WebRTCSession, at local: SocketAddress?, nominating: Bool, check: [UInt8]? = nil) {
         guard session.heard(at: local, nominating: nominating, check: check), let remote = session.remote, byAddress[remote] == session.id else { return }
-        peerJoined?(remote, session.local)
+        outbox.append(.peerJoined(remote, at: session.local))
     }
 
     private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
@@ -310,7 +304,7 @@ final class WebRTCSessionTable {
         byUsername[session.expectedUsername] = nil
         if let remote = session.remote, byAddress[remote] == id {
             byAddress[remote] = nil
-            peerLeft?(remote)
+            outbox.append(.peerLeft(remote))
         }
         if slots[session.stream]?.release(session.connection, now: now) != nil {
             if let route = routes[session.stream] {
@@ -330,7 +324,7 @@ final class WebRTCSessionTable {
         if case .ended = session.state {} else {
             // The client is told, unless it is the one that ended it or the association is what failed.
             if let remote = session.remote, ![.closedByClient, .dtlsFailed, .fingerprintMismatch].contains(reason) {
-                for datagram in session.closeAssociation() { send?(datagram, remote, session.local) }
+                for datagram in session.closeAssociation() { transmit(datagram, to: remote, from: session.local) }
             }
             _ = session.end(reason, detail)
         }
@@ -352,7 +346,7 @@ final class WebRTCSessionTable {
     /// The session's RTCP due now, sent and counted.
     private func sendFeedback(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
         let feedback = session.pollFeedback(now: now)
-        for datagram in feedback.datagrams { send?(datagram, remote, session.local) }
+        for datagram in feedback.datagrams { transmit(datagram, to: remote, from: session.local) }
         if feedback.retransmissionsRequested > 0 { metrics.nacksSent.increment(by: Int64(feedback.retransmissionsRequested)) }
         if feedback.transportFeedbackMessages > 0 { metrics.transportFeedbackSent.increment(by: Int64(feedback.transportFeedbackMessages)) }
         if feedback.keyframeRequests > 0, let route = routes[session.stream] {
@@ -365,12 +359,11 @@ final class WebRTCSessionTable {
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
-            session.handleTimers { send?($0, remote, session.local) }
+            session.handleTimers { transmit($0, to: remote, from: session.local) }
             sendFeedback(of: session, to: remote, now: now)
         }
         guard now &- lastExpiryCheck >= 1_000_000_000 else { return }
         lastExpiryCheck = now
-        FrameImages.shared.prune(live: Set(routes.values.map(\.configuration.shmName)))
         if identityRenewal.isDue(now: now) { renewIdentity(now: now) }
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))

@@ -92,6 +92,36 @@ import Testing
         #expect(receiver.poll(now: 401 * Self.ms).count == 1, "a new loss after healing is asked for at once")
     }
 
+    /// A wish of the decoder that crossed a source change, or outlived it, asks the new source for nothing.
+    @Test func aWishForTheSourceLeftIsMoot() {
+        var configuration = RTPReceiver.Configuration(localSSRC: 1)
+        configuration.keyframeRequest = .pictureLossIndication
+        configuration.reportInterval = nil
+        var receiver = RTPReceiver(configuration, now: 0)
+        _ = receiver.receive(Self.packet(1), now: 0)
+        receiver.keyframeWanted(of: Self.video)
+        #expect(receiver.poll(now: 1).count == 1)
+        // The sender restarts on another SSRC: what was wanted of the old one stops.
+        _ = receiver.receive(Self.packet(1, ssrc: 0x2222_2222), now: 2)
+        #expect(receiver.poll(now: 5_000_000_000).isEmpty && receiver.nextDeadline == nil)
+        // A late wish about the old source changes nothing; one about the new source is asked at once.
+        receiver.keyframeWanted(of: Self.video)
+        #expect(receiver.poll(now: 5_000_000_001).isEmpty)
+        receiver.keyframeWanted(of: 0x2222_2222)
+        #expect(receiver.poll(now: 5_000_000_002).map { Self.feedback($0.packet)?.media } == [0x2222_2222])
+    }
+
+    @Test func aNowOlderThanTheLastRequestIsNotDue() {
+        var configuration = RTPReceiver.Configuration(localSSRC: 1)
+        configuration.keyframeRequest = .pictureLossIndication
+        configuration.reportInterval = nil
+        var receiver = RTPReceiver(configuration, now: 0)
+        receiver.keyframeWanted(of: 9)
+        #expect(receiver.poll(now: 2_000_000_000).count == 1)
+        #expect(receiver.poll(now: 1_999_000_000).isEmpty, "read before the request by a slower caller")
+        #expect(receiver.poll(now: 3_000_000_000).count == 1)
+    }
+
     @Test func firSequenceNumbersCountUp() {
         var configuration = RTPReceiver.Configuration(localSSRC: 1)
         configuration.keyframeRequest = .fullIntraRequest

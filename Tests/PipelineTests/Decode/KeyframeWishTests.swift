@@ -5,24 +5,34 @@ import Testing
 @Suite struct KeyframeWishTests {
     @Test func theReceiverIsToldOnlyOfChanges() {
         var wish = KeyframeWish(enabled: true)
-        var told: [Bool] = []
-        told.append(wish.healed())  // nothing wanted yet: nothing to stop
-        told.append(wish.want(7))
-        told.append(wish.want(7))  // packet after packet of the same loss
-        told.append(wish.want(8))  // another source's keyframe is news
-        told.append(wish.healed())
-        told.append(wish.healed())
-        told.append(wish.want(8))  // a new loss after healing
-        wish.forget()
-        told.append(wish.want(8))  // a new sender's receiver has been told nothing
-        #expect(told == [false, true, false, true, true, false, true, true])
+        var said: [String] = []
+        let listening = { (source: UInt32) -> Bool in said.append("want \(source)"); return true }
+        let settled = { said.append("settled") }
+        wish.settle(telling: settled)  // nothing wanted yet: nothing to stop
+        wish.want(7, telling: listening)
+        wish.want(7, telling: listening)  // packet after packet of the same loss
+        wish.want(8, telling: listening)  // another source's keyframe is news
+        wish.settle(telling: settled)
+        wish.settle(telling: settled)
+        wish.want(8, telling: listening)  // a new loss after healing
+        #expect(said == ["want 7", "want 8", "settled", "want 8"])
         #expect(wish.told == 8)
+    }
+
+    @Test func aWishNobodyHeardIsSaidAgain() {
+        var wish = KeyframeWish(enabled: true)
+        var calls = 0
+        wish.want(3) { _ in calls += 1; return false }
+        #expect(wish.told == nil)
+        wish.want(3) { _ in calls += 1; return true }
+        #expect(calls == 2 && wish.told == 3)
     }
 
     @Test func offTellsNothing() {
         var wish = KeyframeWish(enabled: false)
-        let wanted = wish.want(1)
-        let healed = wish.healed()
-        #expect(!wanted && !healed && wish.told == nil)
+        var calls = 0
+        wish.want(1) { _ in calls += 1; return true }
+        wish.settle { calls += 1 }
+        #expect(calls == 0 && wish.told == nil)
     }
 }

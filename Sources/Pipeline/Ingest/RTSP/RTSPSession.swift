@@ -197,7 +197,10 @@ final class RTSPSession {
                 nextKeepAlive = now + keepAliveInterval
             }
             // Receiver reports, and keyframe requests asked again while the decoder waits for one.
-            if let rtcpSender { Self.send(media.withLockedValue { $0.receiver.poll(now: now) }, with: rtcpSender, metrics: worker.metrics) }
+            // The clock read again: the decode thread may have polled while a keep-alive was awaited.
+            if let rtcpSender {
+                Self.send(media.withLockedValue { $0.receiver.poll(now: MonotonicClock.nanoseconds()) }, with: rtcpSender, metrics: worker.metrics)
+            }
             if now >= nextKeepAlive {
                 nextKeepAlive = now + keepAliveInterval
                 try await keepAlive(timeout: RTSPConnection.answerTimeout)

@@ -120,6 +120,8 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// rtp:// with `keyframe_request`: asks the sender for keyframes the decoder wants, and again until it has one.
     private var receiver: RTPReceiver?
     private var feedbackTimer: Scheduled<Void>?
+    /// Out of its pipeline: a late wish of the decode thread sends nothing and arms no timer.
+    private var removed = false
     /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
     private var kernelDrops: UInt32?
     private var readingBatch = false
@@ -161,6 +163,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     }
 
     private func keyframe(wanted source: UInt32?, on channel: Channel) {
+        guard !removed else { return }
         if let source { receiver?.keyframeWanted(of: source) } else { receiver?.keyframeArrived() }
         sendFeedback(on: channel)
     }
@@ -169,6 +172,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     private func sendFeedback(on channel: Channel) {
         feedbackTimer?.cancel()
         feedbackTimer = nil
+        guard !removed else { return }
         let now = MonotonicClock.nanoseconds()
         guard let feedback = receiver?.poll(now: now) else { return }
         for item in feedback {
@@ -193,6 +197,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         idleCheck = nil
         feedbackTimer?.cancel()
         feedbackTimer = nil
+        removed = true
     }
 
     /// RTCP to the current sender: its RTP port when `rtcp_mux`, else that port + 1.
