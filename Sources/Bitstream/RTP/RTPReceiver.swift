@@ -137,8 +137,10 @@ public struct RTPReceiver: Sendable {
         keyframe = .wanted(source: source)
     }
 
-    /// The decoder healed: requests stop, and the next loss is asked for at once.
+    /// The decoder healed, or no longer waits (its source or sender changed): its requests stop, and its next loss
+    /// is asked for at once. A new source's own request is not the decoder's: it stays, and so does its pacing.
     public mutating func keyframeArrived() {
+        guard case .wanted = keyframe else { return }
         keyframe = .satisfied
         lastKeyframeRequest = nil
     }

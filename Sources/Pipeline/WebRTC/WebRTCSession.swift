@@ -92,6 +92,9 @@ final class WebRTCSession {
     var expectedUsername: String { "\(localUsernameFragment):\(remoteUsernameFragment)" }
 
     var isConnected: Bool { if case .connected = state { true } else { false } }
+    /// The handshake completed once: the stream's decode thread was told of this sender, and must hear it leave
+    /// however the session ends (the client's own close_notify ends it before the table does).
+    private(set) var hasConnected = false
 
     // MARK: - ICE
 
@@ -154,6 +157,7 @@ final class WebRTCSession {
         case .connected(let keying):
             do {
                 state = .connected(association, receive: try SRTPReceiveContext(keying: keying), send: try SRTPSendContext(keying: keying))
+                hasConnected = true
                 return .connected
             } catch {
                 return end(.dtlsFailed, "SRTP keys unusable: \(error)")

@@ -18,9 +18,9 @@ extension WebRTCSessionTable {
 
     /// What the inputs since the last call asked for, in order.
     func takeOutputs() -> [Output] {
-        guard !outbox.isEmpty else { return [] }
-        defer { outbox.removeAll(keepingCapacity: true) }
-        return outbox
+        var outputs: [Output] = []
+        swap(&outputs, &outbox)
+        return outputs
     }
 
     func transmit(_ datagram: [UInt8], to remote: SocketAddress, from local: SocketAddress?) {

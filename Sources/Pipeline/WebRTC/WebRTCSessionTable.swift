@@ -308,7 +308,7 @@ final class WebRTCSessionTable {
         }
         if slots[session.stream]?.release(session.connection, now: now) != nil {
             if let route = routes[session.stream] {
-                if session.isConnected {
+                if session.hasConnected {
                     // The decode thread's "sender disconnected" line says why: a stream that stops (a reload removed
                     // or changed it) closed it, as a datagram listener's stream does, not the sender.
                     let disconnect: DisconnectReason = switch reason {

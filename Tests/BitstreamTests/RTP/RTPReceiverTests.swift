@@ -111,6 +111,18 @@ import Testing
         #expect(receiver.poll(now: 5_000_000_002).map { Self.feedback($0.packet)?.media } == [0x2222_2222])
     }
 
+    /// The decoder letting go (its source changed) does not cancel or unpace a new source's own request.
+    @Test func theDecoderLettingGoLeavesANewSourcesRequestAlone() {
+        var receiver = Self.whip()
+        _ = receiver.receive(Self.packet(1), now: 0)
+        receiver.keyframeArrived()
+        #expect(receiver.poll(now: 1).count == 1, "the new source's request stays")
+        receiver.keyframeArrived()
+        receiver.keyframeWanted(of: Self.video)
+        #expect(receiver.poll(now: 2).isEmpty, "paced from the new source's request")
+        #expect(receiver.poll(now: 1_000_000_001).filter { if case .keyframeRequest = $0 { true } else { false } }.count == 1)
+    }
+
     @Test func aNowOlderThanTheLastRequestIsNotDue() {
         var configuration = RTPReceiver.Configuration(localSSRC: 1)
         configuration.keyframeRequest = .pictureLossIndication

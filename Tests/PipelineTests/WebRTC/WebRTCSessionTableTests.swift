@@ -98,13 +98,15 @@ import Testing
     }
 
     /// The client's offer answered, its check answered, and the DTLS handshake done, its flights reordered and its
-    /// first datagram lost on the way.
-    static func connect(_ client: Client, to engine: Engine) throws {
+    /// first datagram lost on the way. Returns what the offer itself put out (a session it took over ended).
+    @discardableResult
+    static func connect(_ client: Client, to engine: Engine) throws -> [WebRTCSessionTable.Output] {
         let offer = WebRTCSessionTests.offer(fingerprint: client.identity.fingerprintText)
         guard case .created(let id, let answer) = engine.table.offer(stream: "screen", sdp: offer, from: client.address, now: engine.now) else {
             Issue.record("offer refused")
-            return
+            return []
         }
+        let offered = engine.table.takeOutputs()
         client.session = id
         let lines = answer.split(separator: "\r\n")
         let ufrag = try #require(lines.first { $0.hasPrefix("a=ice-ufrag:") }?.dropFirst(12))
@@ -139,6 +141,7 @@ import Testing
         // The last flight (the client's Finished) completes the server's side.
         for datagram in flight { _ = engine.receive(datagram, from: client) }
         #expect(client.keys != nil)
+        return offered
     }
 
     @Test func aBrowserConnectsThroughLossAndReorderingAndItsVideoReachesTheStream() throws {
@@ -225,10 +228,12 @@ import Testing
         _ = engine.table.takeOutputs()
         let second = try Client(port: 40002)
         engine.now += Self.second
-        try Self.connect(second, to: engine)
+        let offered = try Self.connect(second, to: engine)
         #expect(engine.table.sessionCount == 1)
-        // The first session ended at the second's offer (the outputs of that input went by in `connect`); its
-        // datagrams now reach nothing, the second's video does.
+        // The first session ended at the second's offer: its client told (close_notify), its socket closed, its
+        // sender gone for the decode thread; its datagrams now reach nothing, the second's video does.
+        #expect(first.datagrams(in: offered).contains { $0.first == 21 } && offered.contains(.peerLeft(first.address)))
+        #expect(engine.work().contains { if case .disconnected(_, .takenOver) = $0 { true } else { false } })
         #expect(engine.receive(try first.video(2), from: first).isEmpty)
         _ = engine.receive(try second.video(1, ssrc: 0x5555_5555), from: second)
         #expect(try engine.deliveredPackets().map(\.ssrc) == [0x5555_5555])
@@ -243,5 +248,43 @@ import Testing
         let outputs = engine.table.takeOutputs()
         #expect(engine.table.sessionCount == 0 && outputs.contains(.peerLeft(client.address)))
         #expect(client.datagrams(in: outputs).contains { $0.first == 21 }, "close_notify")
+    }
+
+    /// A browser closing its side (`pc.close()`, a tab closed) without a DELETE: the stream hears its sender left.
+    @Test func theClientsCloseNotifyEndsTheSessionForTheStream() throws {
+        let engine = try Engine()
+        let client = try Client(port: 40000)
+        try Self.connect(client, to: engine)
+        _ = engine.work()
+        let dtls = try #require(client.dtls)
+        dtls.core.close()
+        var outputs: [WebRTCSessionTable.Output] = []
+        for datagram in dtls.core.takeOutgoingDatagrams() { outputs += engine.receive(datagram, from: client) }
+        #expect(engine.table.sessionCount == 0 && outputs.contains(.peerLeft(client.address)))
+        #expect(client.datagrams(in: outputs).isEmpty, "nothing sent back to a client that closed")
+        #expect(engine.work().contains { if case .disconnected(_, .closedBySender) = $0 { true } else { false } })
+    }
+
+    /// The endpoint carries out what an input asked for, and nothing waits in the table for the next one.
+    @Test func theEndpointCarriesOutEachInputsOutputs() throws {
+        let engine = try Engine()
+        let endpoint = WebRTCEndpoint(table: engine.table)
+        var sent: [(bytes: [UInt8], to: SocketAddress)] = []
+        endpoint.transmit = { bytes, to, _ in sent.append((bytes, to)) }
+        let client = try Client(port: 40000)
+        let offer = WebRTCSessionTests.offer(fingerprint: client.identity.fingerprintText)
+        guard case .created(_, let answer) = endpoint.drive({ $0.offer(stream: "screen", sdp: offer, from: client.address, now: engine.now) }) else {
+            Issue.record("offer refused")
+            return
+        }
+        let lines = answer.split(separator: "\r\n")
+        let ufrag = try #require(lines.first { $0.hasPrefix("a=ice-ufrag:") }?.dropFirst(12))
+        let password = try #require(lines.first { $0.hasPrefix("a=ice-pwd:") }?.dropFirst(10))
+        let check = STUNMessage.bindingRequest(
+            transactionID: Array(repeating: 9, count: 12), username: "\(ufrag):client1", priority: 1,
+            role: .controlling(tiebreaker: 1), useCandidate: true, integrityKey: Array(password.utf8), hmacSHA1: HMACSHA1.authenticate(key:data:))
+        endpoint.drive { $0.receive(check, from: client.address, now: engine.now) }
+        #expect(sent.count == 1 && sent.first?.to == client.address && sent.first.map { MultiplexedPacketKind.classify($0.bytes) } == .stun)
+        #expect(engine.table.takeOutputs().isEmpty)
     }
 }
