@@ -5,7 +5,9 @@ import FuzzSupport
 /// as the daemon chains them: the input is [control byte] then datagrams, each prefixed by a 2-byte big-endian
 /// length. Bit 7 of the control byte bypasses the validator (the reorder buffer on its own). Each datagram's header
 /// extension is searched for a transport-wide sequence number (id from the control byte), recorded as arriving at
-/// the datagram's index in milliseconds, and the feedback for them must read back as written.
+/// the datagram's index in milliseconds, and the feedback for them must read back as written. Every packet also goes
+/// to an `RTPReceiver` set up as a WHIP session's (RTX 97, NACK, PLI, each new source asked), polled after each, the
+/// decoder's keyframe wish toggled by the packets' low sequence bit: all it sends must read back as RTCP.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytes(data, size)
@@ -17,6 +19,22 @@ public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var offset = 1
     var nalBytes = 0
     var transportFeedback = TransportWideFeedbackRecorder(senderSSRC: 1)
+    var configuration = RTPReceiver.Configuration(localSSRC: 7)
+    configuration.payloadType = 96
+    configuration.retransmissionPayloadType = 97
+    configuration.requestsRetransmissions = true
+    configuration.keyframeRequest = control & 0x40 == 0 ? .pictureLossIndication : .fullIntraRequest
+    configuration.asksNewSourcesForKeyframes = true
+    var receiver = RTPReceiver(configuration, now: 0)
+    var clock: UInt64 = 0
+    func checkFeedback(_ feedback: [RTPReceiver.Feedback]) {
+        for item in feedback {
+            guard let summary = try? RTCPPacketSummary.parseCompound(item.packet), !summary.isEmpty else {
+                preconditionFailure("the receiver's own RTCP does not read back")
+            }
+            if case .retransmissionRequest(_, let named) = item { precondition(named >= 1 && named <= LossRecovery.maximumTracked) }
+        }
+    }
     let extensionID = (control >> 1) % 15 + 1
     func depacketize(_ packet: RTPPacket) {
         depacketizer.push(packet) { event in
@@ -35,6 +53,17 @@ public func fuzzRTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             transportFeedback.record(sequenceNumber: sequence, mediaSSRC: 2, arrival: 1_000_000_000 + UInt64(offset) * 1_000_000)
         }
         guard let packet = try? RTPPacket(parsing: datagram) else { continue }
+        // Time only goes forward: 7 ms a packet, and on to the receiver's deadline every other packet.
+        clock += 7_000_000
+        if case .repaired(let original) = receiver.receive(packet, now: clock) {
+            precondition(original.payloadType == 96 && original.ssrc == receiver.ssrc, "a repair not of the current source's video")
+        }
+        if packet.sequenceNumber & 1 == 0 { receiver.keyframeWanted(of: packet.ssrc) } else { receiver.keyframeArrived() }
+        checkFeedback(receiver.poll(now: clock))
+        if packet.sequenceNumber & 2 == 0, let deadline = receiver.nextDeadline, deadline > clock {
+            clock = deadline
+            checkFeedback(receiver.poll(now: clock))
+        }
         if control & 0x80 != 0 {
             reorder.push(packet, depacketize)
             continue
