@@ -72,7 +72,7 @@ final class WebRTCSession {
         createdAt = now
         lastConsent = now
         allowance = ReceiverBitrateAllowance(ceiling: maximumBitrate)
-        var video = RTPReceiver.Configuration()
+        var video = RTPReceiver.Configuration(keyframes: rtp)
         video.clockRate = media.clockRate
         video.payloadType = media.payloadType
         video.retransmissionPayloadType = media.retransmissionPayloadType
@@ -80,7 +80,6 @@ final class WebRTCSession {
         // A new source is always asked for its keyframe (`keyframe_request = "none"` only stops the decoder's asking),
         // by FIR only where the client said it takes it.
         video.keyframeRequest = rtp.keyframeRequest == .fir && media.feedback.contains(.fir) ? .fullIntraRequest : .pictureLossIndication
-        video.keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
         video.asksNewSourcesForKeyframes = true
         receiver = RTPReceiver(video, now: now)
         if media.feedback.contains(.transportCC), media.transportWideCCID != nil {

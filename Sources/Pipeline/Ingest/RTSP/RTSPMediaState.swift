@@ -18,13 +18,7 @@ struct RTSPMediaState: Sendable {
 
     /// - Parameter now: the session's start: the first receiver report is a second after it, then one every 5 s.
     init(refusals: RateLimitedLogger, rtp: RTPSettings = RTPSettings(), now: UInt64 = 0) {
-        var configuration = RTPReceiver.Configuration()
-        configuration.keyframeRequest = switch rtp.keyframeRequest {
-        case .none: nil
-        case .pli: .pictureLossIndication
-        case .fir: .fullIntraRequest
-        }
-        configuration.keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
+        var configuration = RTPReceiver.Configuration(keyframes: rtp)
         configuration.reportInterval = 5_000_000_000
         // An RTSP server may take our RTCP as a sign of life, before its first packet too.
         configuration.reportsBeforeMedia = true

@@ -144,15 +144,9 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         // The handler lives on its channel's event loop: what runs later reaches it only through the loop.
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in bound.value.checkIdle() }
-        var feedback = RTPReceiver.Configuration()
-        feedback.keyframeRequest = switch configuration.rtp.keyframeRequest {
-        case .none: nil
-        case .pli: .pictureLossIndication
-        case .fir: .fullIntraRequest
-        }
+        var feedback = RTPReceiver.Configuration(keyframes: configuration.rtp)
         guard feedback.keyframeRequest != nil else { return }
         // The decode thread parses the RTP: this receiver makes only the keyframe requests, and no reports.
-        feedback.keyframeRequestInterval = UInt64(configuration.rtp.keyframeRequestInterval * 1e9)
         feedback.reportInterval = nil
         receiver = RTPReceiver(feedback, now: MonotonicClock.nanoseconds())
         let channel = context.channel

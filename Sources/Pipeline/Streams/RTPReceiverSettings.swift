@@ -1,0 +1,14 @@
+import Bitstream
+
+extension RTPReceiver.Configuration {
+    /// A receiver that asks for keyframes as the stream's `keyframe_request` and `keyframe_request_interval` say.
+    init(keyframes rtp: RTPSettings) {
+        self.init()
+        keyframeRequest = switch rtp.keyframeRequest {
+        case .none: nil
+        case .pli: .pictureLossIndication
+        case .fir: .fullIntraRequest
+        }
+        keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
+    }
+}
