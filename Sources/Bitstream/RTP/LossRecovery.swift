@@ -69,6 +69,13 @@ public struct LossRecovery: Sendable {
         return ask.sorted { Int16(bitPattern: $0 &- $1) < 0 }
     }
 
+    /// When `due` next has something to do: a number to ask for (at once if never asked), to ask again, or to give up.
+    public var nextDeadline: UInt64? {
+        missing.values.lazy.map { gap in
+            gap.lastAsked.map { min($0 &+ Self.retryInterval, gap.since &+ Self.giveUpAfter &+ 1) } ?? gap.since
+        }.min()
+    }
+
     /// Losses given up on since the last call.
     public mutating func takeUnrecoveredCount() -> Int {
         defer { unrecovered = 0 }

@@ -160,15 +160,16 @@ public struct RTPReceiver: Sendable {
         return feedback
     }
 
-    /// When `poll` may have something new without a new input: the next retry of a wanted keyframe or the next
-    /// report (NACK retries are the transport's tick's: they follow packets).
+    /// When `poll` may have something new without a new input: a NACK to send or send again, the next retry of a
+    /// wanted keyframe, the next report.
     public var nextDeadline: UInt64? {
         let keyframeDue: UInt64? = switch keyframe {
         case _ where configuration.keyframeRequest == nil, .satisfied: nil
         case .once, .wanted: lastKeyframeRequest.map { $0 &+ configuration.keyframeRequestInterval } ?? 0
         }
         let reportDue = statistics.ssrc != nil || configuration.reportsBeforeMedia ? nextReport : nil
-        return [keyframeDue, reportDue].compactMap { $0 }.min()
+        let retransmissionDue = configuration.requestsRetransmissions && statistics.ssrc != nil ? loss.nextDeadline : nil
+        return [keyframeDue, reportDue, retransmissionDue].compactMap { $0 }.min()
     }
 
     /// The source change since the last call, if any: for the transport's counter and log.

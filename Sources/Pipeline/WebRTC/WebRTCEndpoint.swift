@@ -1,21 +1,31 @@
+import SharedFrames
 import NIOCore
 
 /// The WebRTC engine (`WebRTCSessionTable`: no I/O, the time handed in) and what carries out its outputs: datagrams
-/// through the media socket, the sessions' own sockets. Confined to the WebRTC server's event loop; every input
-/// goes through `drive`, which carries out what it asked for before returning.
+/// through the media socket, the sessions' own sockets, a timer for the table's next deadline. Confined to the WebRTC
+/// server's event loop; every input goes through `drive`, which carries out what it asked for before returning.
 final class WebRTCEndpoint {
     let table: WebRTCSessionTable
     /// Sends from the media socket (from the given local address where it has several); set once it is bound.
     var transmit: (([UInt8], SocketAddress, SocketAddress?) -> Void)?
     /// Each session's socket of its own, once the media socket is bound.
     var sockets: ConnectedMediaSockets?
+    /// Where the deadline timer runs (nil: no timer, the caller ticks).
+    private let loop: EventLoop?
+    private var timer: ArmedTimer?
     private var lastPrune: UInt64 = 0
 
-    init(table: WebRTCSessionTable) {
-        self.table = table
+    private struct ArmedTimer {
+        var deadline: UInt64
+        var task: Scheduled<Void>
     }
 
-    /// `input` given to the table, then its outputs carried out.
+    init(table: WebRTCSessionTable, loop: EventLoop? = nil) {
+        self.table = table
+        self.loop = loop
+    }
+
+    /// `input` given to the table, then its outputs carried out and the timer set for what it has to do next.
     func drive<Result>(_ input: (WebRTCSessionTable) -> Result) -> Result {
         let result = input(table)
         for output in table.takeOutputs() {
@@ -25,14 +35,38 @@ final class WebRTCEndpoint {
             case .peerLeft(let remote): sockets?.left(remote)
             }
         }
+        armTimer()
         return result
     }
 
-    /// The server's 20 ms timer: the table's tick, and once a second the share page's pictures of streams gone.
+    /// The table's deadline came, or the server's once-a-second timer (which also drops the share page's pictures of
+    /// streams gone).
     func tick(now: UInt64) {
         drive { $0.tick(now: now) }
         guard now &- lastPrune >= 1_000_000_000 else { return }
         lastPrune = now
         FrameImages.shared.prune(live: Set(table.routes.values.map(\.configuration.shmName)))
+    }
+
+    /// A timer for the table's next deadline, unless one as early is set: a DTLS retransmission, a NACK, a report,
+    /// an expiry comes when it is due, and an idle table wakes nobody. At least a millisecond ahead.
+    private func armTimer() {
+        guard let loop else { return }
+        let now = MonotonicClock.nanoseconds()
+        guard let deadline = table.nextDeadline(now: now) else { return }
+        if let timer, timer.deadline <= deadline { return }
+        timer?.task.cancel()
+        let delay = max(deadline > now ? deadline - now : 0, 1_000_000)
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        timer = ArmedTimer(deadline: deadline, task: loop.scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
+            bound.value.timer = nil
+            bound.value.tick(now: MonotonicClock.nanoseconds())
+        })
+    }
+
+    /// The server stops: no timer outlives it.
+    func stop() {
+        timer?.task.cancel()
+        timer = nil
     }
 }

@@ -73,7 +73,7 @@ final class WebRTCServer: Service, Sendable {
         endpoint = NIOLoopBoundBox.makeBoxSendingValue(WebRTCEndpoint(table:
             WebRTCSessionTable(configuration: configuration, identity: identity, metrics: metrics, logger: logger) { stream, text in
                 states.withLockedValue { $0[stream] = text }
-            }), eventLoop: loop)
+            }, loop: loop), eventLoop: loop)
         logger.info("WebRTC: DTLS certificate generated (sha-256 \(identity.fingerprintText))")
     }
 
@@ -127,7 +127,9 @@ final class WebRTCServer: Service, Sendable {
             throw error
         }
         let endpoint = self.endpoint
-        let ticks = loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
+        // The sessions' timers are the endpoint's (at each deadline); this one sees to the certificate's renewal and the
+        // share page's pictures.
+        let ticks = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
             endpoint.value.tick(now: MonotonicClock.nanoseconds())
         }
         bound.withLockedValue { $0 = Bound(media: media, http: http, ticks: ticks) }
@@ -143,6 +145,8 @@ final class WebRTCServer: Service, Sendable {
         try? await gracefulShutdown()
         if let bound = bound.withLockedValue({ $0 }) {
             bound.ticks.cancel()
+            let endpoint = self.endpoint
+            try? await loop.submit { endpoint.value.stop() }.get()
             try? await bound.http.close()
             try? await bound.media.close()
         }

@@ -294,6 +294,21 @@ final class WebRTCSession {
     /// Packets asked for that arrived since the last call.
     func recoveredSinceLastReport() -> Int { receiver.takeRecoveredCount() }
 
+    /// When `handleTimers` or `pollFeedback` next has something to do without a datagram: a DTLS retransmission
+    /// (OpenSSL's timer, at least 10 ms ahead: it never asks to be woken in a loop), RTCP due.
+    func nextTimerDeadline(now: UInt64) -> UInt64? {
+        switch state {
+        case .handshaking(let association):
+            guard let delay = association.retransmissionDeadline else { return nil }
+            let nanoseconds = UInt64(clamping: delay.components.seconds) &* 1_000_000_000 &+ UInt64(clamping: delay.components.attoseconds / 1_000_000_000)
+            return now &+ max(nanoseconds, 10_000_000)
+        case .connected:
+            return [receiver.nextDeadline, transportFeedback?.deadline].compactMap { $0 }.min()
+        case .awaitingConnectivity, .ended:
+            return nil
+        }
+    }
+
     // MARK: - Lifecycle
 
     /// DTLS retransmissions of our flight when its timer ran out.

@@ -41,7 +41,6 @@ final class WebRTCSessionTable {
     private var slots: [String: SenderSlot<String>] = [:]
     /// What the inputs asked for since the driver last took it (`takeOutputs`), in order.
     var outbox: [Output] = []
-    private var lastExpiryCheck: UInt64 = 0
 
     /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
     private let reportStatus: @Sendable (String, String?) -> Void
@@ -354,21 +353,33 @@ final class WebRTCSessionTable {
         }
     }
 
-    /// Every 20 ms: DTLS retransmissions and each session's RTCP due (NACKs, keyframe requests, reports with REMB,
-    /// transport-wide feedback); every second: expiry.
+    /// At `nextDeadline`, and once a second: DTLS retransmissions and each session's RTCP due (NACKs, keyframe
+    /// requests, reports with REMB, transport-wide feedback), expiry, the certificate's renewal.
     func tick(now: UInt64) {
         for session in sessions.values {
             guard let remote = session.remote else { continue }
             session.handleTimers { transmit($0, to: remote, from: session.local) }
             sendFeedback(of: session, to: remote, now: now)
         }
-        guard now &- lastExpiryCheck >= 1_000_000_000 else { return }
-        lastExpiryCheck = now
         if identityRenewal.isDue(now: now) { renewIdentity(now: now) }
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
             if let reason = expiry(of: session, now: now) { end(session.id, reason.0, reason.1, now: now) }
         }
+    }
+
+    /// When `tick` next has something to do for a session without a datagram or an offer coming (nil: nothing but
+    /// the certificate's renewal, which the once-a-second tick sees to).
+    func nextDeadline(now: UInt64) -> UInt64? {
+        sessions.values.compactMap { session in
+            let expiry: UInt64? = switch session.state {
+            case .awaitingConnectivity: session.createdAt &+ Self.connectivityTimeout &+ 1
+            case .handshaking: min(session.createdAt &+ Self.connectivityTimeout &+ Self.handshakeTimeout, session.lastConsent &+ Self.consentLifetime) &+ 1
+            case .connected: session.lastConsent &+ Self.consentLifetime &+ 1
+            case .ended: nil
+            }
+            return [expiry, session.nextTimerDeadline(now: now)].compactMap { $0 }.min()
+        }.min()
     }
 
     private func expiry(of session: WebRTCSession, now: UInt64) -> (WebRTCMetrics.SessionEnd, String)? {

@@ -77,4 +77,18 @@ struct LossRecoveryTests {
         loss.received(40000, now: 0)
         #expect(loss.due(now: 0) == [] && loss.takeUnrecoveredCount() == 0)
     }
+
+    @Test func theNextDeadlineIsTheNextRequestOrGivingUp() {
+        var loss = LossRecovery()
+        #expect(loss.nextDeadline == nil)
+        loss.received(10, now: 0)
+        loss.received(12, now: 3 * Self.ms)
+        #expect(loss.nextDeadline == 3 * Self.ms, "never asked: at once")
+        _ = loss.due(now: 5 * Self.ms)
+        #expect(loss.nextDeadline == 45 * Self.ms, "asked: again after 40 ms")
+        for at: UInt64 in [45, 85, 125] { _ = loss.due(now: at * Self.ms) }
+        #expect(loss.nextDeadline == 165 * Self.ms, "four requests made: dropped at the next call")
+        #expect(loss.due(now: 165 * Self.ms).isEmpty && loss.nextDeadline == nil)
+    }
 }
+

@@ -287,4 +287,51 @@ import Testing
         #expect(sent.count == 1 && sent.first?.to == client.address && sent.first.map { MultiplexedPacketKind.classify($0.bytes) } == .stun)
         #expect(engine.table.takeOutputs().isEmpty)
     }
+
+    /// The table says when it next has work (the endpoint sets its one timer there), and each tick at that time moves
+    /// it on: nothing is woken for in a loop, and an idle table wakes nobody.
+    @Test func theTableSaysWhenItNextHasWorkAndEachTickMovesItOn() throws {
+        let engine = try Engine()
+        // An answered session no check reaches: its deadline is its ICE timeout, and it ends there.
+        let silent = try Client(port: 40005)
+        let offer = WebRTCSessionTests.offer(fingerprint: silent.identity.fingerprintText)
+        guard case .created = engine.table.offer(stream: "screen", sdp: offer, from: silent.address, now: engine.now) else {
+            Issue.record("offer refused")
+            return
+        }
+        let timeout = engine.now + WebRTCSessionTable.connectivityTimeout + 1
+        #expect(engine.table.nextDeadline(now: engine.now) == timeout)
+        engine.table.tick(now: timeout - 2)
+        #expect(engine.table.sessionCount == 1)
+        engine.table.tick(now: timeout)
+        #expect(engine.table.sessionCount == 0 && engine.table.nextDeadline(now: timeout) == nil, "nothing left to wake for")
+        _ = engine.table.takeOutputs()
+        // A connected session with a packet lost and the decoder waiting for a keyframe, ticked at each deadline.
+        engine.now = timeout + Self.second
+        let client = try Client(port: 40000)
+        try Self.connect(client, to: engine)
+        for sequence: UInt16 in [1, 2, 4] { _ = engine.receive(try client.video(sequence), from: client) }
+        engine.table.keyframe(wanted: 0x1234_5678, stream: "screen", now: engine.now)
+        _ = engine.table.takeOutputs()
+        var now = engine.now
+        var (ticks, nacks, plis, reports) = (0, 0, 0, 0)
+        while now < engine.now + 3 * Self.second, ticks < 500, let deadline = engine.table.nextDeadline(now: now) {
+            now = deadline
+            engine.table.tick(now: now)
+            ticks += 1
+            for feedback in try client.feedback(in: engine.table.takeOutputs()) {
+                switch feedback.type {
+                case 205: nacks += 1
+                case 206: plis += 1
+                case 201: reports += 1
+                default: break
+                }
+            }
+            if let next = engine.table.nextDeadline(now: now) { #expect(next > now, "a deadline the tick did not move on") }
+        }
+        #expect(nacks == 3, "asked again 40, 80 and 120 ms after the first request")
+        #expect(plis == 3 && reports == 3, "a keyframe request and a report each second")
+        #expect(ticks < 20, "woken only when there was something to do")
+    }
 }
+
