@@ -169,7 +169,8 @@ public struct RTPReceiver: Sendable {
         }
         let reportDue = statistics.ssrc != nil || configuration.reportsBeforeMedia ? nextReport : nil
         let retransmissionDue = configuration.requestsRetransmissions && statistics.ssrc != nil ? loss.nextDeadline : nil
-        return [keyframeDue, reportDue, retransmissionDue].compactMap { $0 }.min()
+        func earlier(_ first: UInt64?, _ second: UInt64?) -> UInt64? { first.map { first in second.map { min(first, $0) } ?? first } ?? second }
+        return earlier(earlier(keyframeDue, reportDue), retransmissionDue)
     }
 
     /// The source change since the last call, if any: for the transport's counter and log.

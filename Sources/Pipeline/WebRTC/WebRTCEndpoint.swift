@@ -10,19 +10,22 @@ final class WebRTCEndpoint {
     var transmit: (([UInt8], SocketAddress, SocketAddress?) -> Void)?
     /// Each session's socket of its own, once the media socket is bound.
     var sockets: ConnectedMediaSockets?
-    /// Where the deadline timer runs (nil: no timer, the caller ticks).
+    /// Where the deadline timer runs (nil: no timer, the caller ticks), and the time it reads.
     private let loop: EventLoop?
+    private let clock: () -> UInt64
     private var timer: ArmedTimer?
     private var lastPrune: UInt64 = 0
+    private var stopped = false
 
     private struct ArmedTimer {
         var deadline: UInt64
         var task: Scheduled<Void>
     }
 
-    init(table: WebRTCSessionTable, loop: EventLoop? = nil) {
+    init(table: WebRTCSessionTable, loop: EventLoop? = nil, clock: @escaping () -> UInt64 = MonotonicClock.nanoseconds) {
         self.table = table
         self.loop = loop
+        self.clock = clock
     }
 
     /// `input` given to the table, then its outputs carried out and the timer set for what it has to do next.
@@ -49,23 +52,25 @@ final class WebRTCEndpoint {
     }
 
     /// A timer for the table's next deadline, unless one as early is set: a DTLS retransmission, a NACK, a report,
-    /// an expiry comes when it is due, and an idle table wakes nobody. At least a millisecond ahead.
+    /// an expiry comes when it is due, and an idle table wakes nobody. At least a millisecond ahead. After a datagram
+    /// only its session's deadlines are looked at (`takeNextDeadline`); the tick at the timer looks at them all.
     private func armTimer() {
-        guard let loop else { return }
-        let now = MonotonicClock.nanoseconds()
-        guard let deadline = table.nextDeadline(now: now) else { return }
+        guard let loop, !stopped else { return }
+        let now = clock()
+        guard let deadline = table.takeNextDeadline(now: now) else { return }
         if let timer, timer.deadline <= deadline { return }
         timer?.task.cancel()
         let delay = max(deadline > now ? deadline - now : 0, 1_000_000)
         let bound = NIOLoopBound(self, eventLoop: loop)
         timer = ArmedTimer(deadline: deadline, task: loop.scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
             bound.value.timer = nil
-            bound.value.tick(now: MonotonicClock.nanoseconds())
+            bound.value.tick(now: bound.value.clock())
         })
     }
 
     /// The server stops: no timer outlives it.
     func stop() {
+        stopped = true
         timer?.task.cancel()
         timer = nil
     }

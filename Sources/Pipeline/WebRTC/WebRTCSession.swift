@@ -303,7 +303,7 @@ final class WebRTCSession {
             let nanoseconds = UInt64(clamping: delay.components.seconds) &* 1_000_000_000 &+ UInt64(clamping: delay.components.attoseconds / 1_000_000_000)
             return now &+ max(nanoseconds, 10_000_000)
         case .connected:
-            return [receiver.nextDeadline, transportFeedback?.deadline].compactMap { $0 }.min()
+            return earliest(receiver.nextDeadline, transportFeedback?.deadline)
         case .awaitingConnectivity, .ended:
             return nil
         }

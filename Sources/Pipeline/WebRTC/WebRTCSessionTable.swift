@@ -39,8 +39,10 @@ final class WebRTCSessionTable {
     private(set) var byAddress: [SocketAddress: String] = [:]
     /// Each stream's session (one at a time, by its `second_sender` policy): the slot's sender is its id.
     private var slots: [String: SenderSlot<String>] = [:]
-    /// What the inputs asked for since the driver last took it (`takeOutputs`), in order.
+    /// What the inputs asked for since the driver last took it (`takeOutputs`), in order; and whose deadlines they may
+    /// have brought forward (`takeNextDeadline`).
     var outbox: [Output] = []
+    var touched = Touched.none
 
     /// Each stream's source status as the ring and STATUS= show it (nil: the stream detached); from the loop.
     private let reportStatus: @Sendable (String, String?) -> Void
@@ -135,6 +137,7 @@ final class WebRTCSessionTable {
                                     media: answer.media, identity: identity, maximumBitrate: route.settings.maximumBitrate, now: now,
                                     rtp: route.settings.rtp, replyAddresses: configuration.mediaIsWildcard ? ReplyAddress.machineAddresses() : nil)
         sessions[id] = session
+        touch(id)
         byUsername[session.expectedUsername] = id
         metrics.sessionsStarted.increment()
         metrics.sessionsOpen.record(sessions.count)
@@ -183,6 +186,8 @@ final class WebRTCSessionTable {
 
     /// A datagram from `source` to `local` (the address it came to where the socket has several; nil otherwise).
     func receive(_ datagram: [UInt8], from source: SocketAddress, to local: SocketAddress? = nil, now: UInt64) {
+        // The session at the source after it (a check may just have fixed its address) is the one it may have moved.
+        defer { if let id = byAddress[source] { touch(id) } }
         switch MultiplexedPacketKind.classify(datagram) {
         case .stun:
             receiveSTUN(datagram, from: source, to: local, now: now)
@@ -338,6 +343,7 @@ final class WebRTCSessionTable {
     /// The decode thread wants a keyframe of `source` (nil: it healed): the stream's session asks its client.
     func keyframe(wanted source: UInt32?, stream: String, now: UInt64) {
         guard let id = current(of: stream), let session = sessions[id] else { return }
+        touch(id)
         session.keyframe(wanted: source)
         if let remote = session.remote { sendFeedback(of: session, to: remote, now: now) }
     }
@@ -356,6 +362,7 @@ final class WebRTCSessionTable {
     /// At `nextDeadline`, and once a second: DTLS retransmissions and each session's RTCP due (NACKs, keyframe
     /// requests, reports with REMB, transport-wide feedback), expiry, the certificate's renewal.
     func tick(now: UInt64) {
+        touched = .all
         for session in sessions.values {
             guard let remote = session.remote else { continue }
             session.handleTimers { transmit($0, to: remote, from: session.local) }
@@ -366,20 +373,6 @@ final class WebRTCSessionTable {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
             if let reason = expiry(of: session, now: now) { end(session.id, reason.0, reason.1, now: now) }
         }
-    }
-
-    /// When `tick` next has something to do for a session without a datagram or an offer coming (nil: nothing but
-    /// the certificate's renewal, which the once-a-second tick sees to).
-    func nextDeadline(now: UInt64) -> UInt64? {
-        sessions.values.compactMap { session in
-            let expiry: UInt64? = switch session.state {
-            case .awaitingConnectivity: session.createdAt &+ Self.connectivityTimeout &+ 1
-            case .handshaking: min(session.createdAt &+ Self.connectivityTimeout &+ Self.handshakeTimeout, session.lastConsent &+ Self.consentLifetime) &+ 1
-            case .connected: session.lastConsent &+ Self.consentLifetime &+ 1
-            case .ended: nil
-            }
-            return [expiry, session.nextTimerDeadline(now: now)].compactMap { $0 }.min()
-        }.min()
     }
 
     private func expiry(of session: WebRTCSession, now: UInt64) -> (WebRTCMetrics.SessionEnd, String)? {

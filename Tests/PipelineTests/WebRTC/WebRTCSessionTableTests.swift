@@ -2,6 +2,7 @@ import Bitstream
 import Logging
 @testable import MediaSecurity
 import NIOCore
+import NIOEmbedded
 @testable import Pipeline
 import Prometheus
 import Testing
@@ -332,6 +333,51 @@ import Testing
         #expect(nacks == 3, "asked again 40, 80 and 120 ms after the first request")
         #expect(plis == 3 && reports == 3, "a keyframe request and a report each second")
         #expect(ticks < 20, "woken only when there was something to do")
+    }
+
+    /// The endpoint's one timer, on an event loop whose time the test moves with the table's clock: set at the
+    /// deadline an input brought, fired there, and set again for the next.
+    @Test func theEndpointsTimerFiresAtTheTablesDeadlines() throws {
+        let engine = try Engine()
+        let loop = EmbeddedEventLoop()
+        let start = engine.now
+        let endpoint = WebRTCEndpoint(table: engine.table, loop: loop) { start + UInt64(loop.now.uptimeNanoseconds) }
+        let now = { start + UInt64(loop.now.uptimeNanoseconds) }
+        func offer(from client: Client) -> Bool {
+            let sdp = WebRTCSessionTests.offer(fingerprint: client.identity.fingerprintText)
+            if case .created = endpoint.drive({ $0.offer(stream: "screen", sdp: sdp, from: client.address, now: now()) }) { return true }
+            return false
+        }
+        // Never checked: the session expires 10 s after its offer, at that time.
+        #expect(offer(from: try Client(port: 40000)))
+        loop.advanceTime(by: .seconds(9))
+        #expect(engine.table.sessionCount == 1, "9 s after the offer")
+        loop.advanceTime(by: .milliseconds(1001))
+        #expect(engine.table.sessionCount == 0, "just past 10 s")
+        // The next one's timer is set by its own offer, after the first fired.
+        loop.advanceTime(by: .seconds(5))
+        #expect(offer(from: try Client(port: 40001)))
+        loop.advanceTime(by: .milliseconds(9999))
+        #expect(engine.table.sessionCount == 1)
+        loop.advanceTime(by: .milliseconds(2))
+        #expect(engine.table.sessionCount == 0)
+        // No timer is left: an idle table wakes nobody.
+        #expect(engine.table.nextDeadline(now: now()) == nil)
+        endpoint.stop()
+        try loop.syncShutdownGracefully()
+    }
+
+    /// After a datagram only its session's deadlines are looked at, and they are there: a gap's next NACK.
+    @Test func aDatagramBringsItsSessionsDeadlineForward() throws {
+        let engine = try Engine()
+        let client = try Client(port: 40000)
+        try Self.connect(client, to: engine)
+        for sequence: UInt16 in [1, 2] { _ = engine.receive(try client.video(sequence), from: client) }
+        _ = engine.table.takeNextDeadline(now: engine.now)
+        #expect(engine.table.takeNextDeadline(now: engine.now) == nil, "nothing new since")
+        engine.now += 1_000_000
+        _ = engine.receive(try client.video(4), from: client)  // 3 is missing: asked at once, again 40 ms later
+        #expect(engine.table.takeNextDeadline(now: engine.now) == engine.now + LossRecovery.retryInterval)
     }
 }
 
