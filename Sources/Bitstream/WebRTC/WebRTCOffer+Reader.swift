@@ -180,6 +180,11 @@ struct WebRTCOfferReader {
         for group in bundleGroups where !group.mids.allSatisfy({ mids[$0] != nil }) {
             throw .unknownBundleMid(line: group.line)
         }
+        // A mid is in one group, once (RFC 8843 §7.2): the answer's group is built from the offer's.
+        var grouped = Set<String>()
+        for group in bundleGroups where !group.mids.allSatisfy({ grouped.insert($0).inserted }) {
+            throw .malformed(line: group.line, expected: "a=group:BUNDLE naming each mid once, in one group")
+        }
         return mids
     }
 

@@ -74,6 +74,9 @@ import Testing
         ("a=fingerprint:sha-256 \(WebRTCOfferFixtures.fingerprint)\r\n", "", .missingFingerprint(line: 8)),
         ("a=group:BUNDLE 0 1\r\n", "", .noBundleGroup),
         ("a=group:BUNDLE 0 1\r\n", "a=group:BUNDLE 0 7\r\n", .unknownBundleMid(line: 5)),
+        // Found by FuzzWebRTCOffer: a mid named twice was answered in a group of two.
+        ("a=group:BUNDLE 0 1\r\n", "a=group:BUNDLE 0 0\r\n", .malformed(line: 5, expected: "a=group:BUNDLE naming each mid once, in one group")),
+        ("a=group:BUNDLE 0 1\r\n", "a=group:BUNDLE 0\r\na=group:BUNDLE 1 0\r\n", .malformed(line: 6, expected: "a=group:BUNDLE naming each mid once, in one group")),
         ("a=mid:1\r\n", "", .missingMid(line: 103)),
         ("a=mid:1\r\n", "a=mid:0\r\n", .duplicateMid(line: 103)),
         ("v=0\r\n", "", .notSDP),
