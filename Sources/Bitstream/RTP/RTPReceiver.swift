@@ -137,12 +137,20 @@ public struct RTPReceiver: Sendable {
         keyframe = .wanted(source: source)
     }
 
-    /// The decoder healed, or no longer waits (its source or sender changed): its requests stop, and its next loss
-    /// is asked for at once. A new source's own request is not the decoder's: it stays, and so does its pacing.
+    /// The decoder healed: its requests stop, and its next loss is asked for at once. A new source's own request is
+    /// not the decoder's: it stays, and so does its pacing.
     public mutating func keyframeArrived() {
         guard case .wanted = keyframe else { return }
         keyframe = .satisfied
         lastKeyframeRequest = nil
+    }
+
+    /// The decoder no longer waits for the keyframe it wanted (its source or sender changed, nothing healed): the
+    /// requests stop, and the next is still paced from the last one, so that a sender changing its source at every
+    /// packet does not get a request for each.
+    public mutating func keyframeNoLongerWanted() {
+        guard case .wanted = keyframe else { return }
+        keyframe = .satisfied
     }
 
     // MARK: - Outputs
@@ -204,9 +212,13 @@ public struct RTPReceiver: Sendable {
             pendingSourceChange = SourceChange(from: current, to: ssrc)
             loss.restart()
         }
-        // What the decoder wanted of the source before is moot.
-        keyframe = configuration.asksNewSourcesForKeyframes ? .once(source: ssrc) : .satisfied
-        lastKeyframeRequest = nil
+        // What the decoder wanted of the source before is moot; the pacing stays, but where the new source is asked.
+        if configuration.asksNewSourcesForKeyframes {
+            keyframe = .once(source: ssrc)
+            lastKeyframeRequest = nil
+        } else {
+            keyframe = .satisfied
+        }
         return true
     }
 

@@ -68,7 +68,7 @@ extension DecodeSession {
         }
         let damaged = loss.isDamaged(unit)
         for _ in 0..<missingReferences.missing(before: unit, afterLoss: damaged) { telemetry.dropped(.lost) }
-        if !loss.damaged { settleKeyframeWish() }
+        if !loss.damaged { settleKeyframeWish(healed: true) }
         let carrier = arrival(ofOffset: unit.streamOffset)
         let pts = pending.add(PendingFrame(
             timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,

@@ -125,16 +125,16 @@ extension DecodeSession {
     /// Tells the stream's RTP receiver that a keyframe of `source` is wanted, once per loss (it paces the requests).
     private func wantKeyframe(of source: UInt32, now: UInt64) {
         keyframeWish.want(source) { source in
-            guard worker.signalKeyframe(source) else { return false }
+            guard worker.signalKeyframe(.wanted(source)) else { return false }
             telemetry.log(.info, key: "keyframe-request", now: now,
                           "asked the sender for a keyframe (RTCP \(configuration.rtp.keyframeRequest.rawValue.uppercased()))")
             return true
         }
     }
 
-    /// The keyframe wanted is here, or moot (a new source or sender): the receiver stops asking.
-    func settleKeyframeWish() {
-        keyframeWish.settle { _ = worker.signalKeyframe(nil) }
+    /// The keyframe wanted is here (`healed`), or moot (a new source or sender): the receiver stops asking.
+    func settleKeyframeWish(healed: Bool) {
+        keyframeWish.settle { _ = worker.signalKeyframe(healed ? .arrived : .dropped) }
     }
 
     // MARK: - NAL units to access units

@@ -184,7 +184,7 @@ final class DecodeSession {
         assembler = AccessUnitAssembler(codec: configuration.codec, maximumAccessUnitSize: configuration.maxAccessUnitBytes)
         missingReferences.reset()
         parts.reset()
-        settleKeyframeWish()
+        settleKeyframeWish(healed: false)
         gap(.startedAfresh)
     }
 
@@ -193,7 +193,7 @@ final class DecodeSession {
             handleCollectedRTPEvents(at: clock.now(), packetSSRC: nil)
         }
         finishInput()
-        settleKeyframeWish()
+        settleKeyframeWish(healed: false)
         telemetry.senderEnded()
         telemetry.log(.info, key: "disconnected-\(reason.kind)",
                       "sender disconnected: \(reason) (\(bytesThisConnection) bytes, \(assembler.statistics.accessUnits) access units)")

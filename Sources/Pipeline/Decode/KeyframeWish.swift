@@ -2,6 +2,16 @@
 /// network side, asks the sender and asks again every `keyframe_request_interval`; it is told only when this
 /// changes, so the decode thread sends nothing per packet.
 struct KeyframeWish {
+    /// What the receiver is told.
+    enum Signal: Sendable, Equatable {
+        /// A keyframe of this source is wanted.
+        case wanted(UInt32)
+        /// It came: the next loss is asked for at once.
+        case arrived
+        /// Moot (the source or sender changed): no more requests, the next still paced from the last.
+        case dropped
+    }
+
     /// False where `keyframe_request = "none"`.
     let enabled: Bool
     /// The source the receiver was last told a keyframe is wanted of.

@@ -51,9 +51,9 @@ final class StreamWorker: Sendable {
     private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     /// Read by other threads (status, watchdog); written by the decode thread.
     let snapshot = NIOLockedValueBox(StreamSnapshot())
-    /// Tells the stream's RTP receiver (on the network side) that the decoder wants a keyframe of a source, or
-    /// (nil) no longer does; set by the listener, the RTSP session or the WebRTC server.
-    let keyframeSignal = NIOLockedValueBox<(@Sendable (UInt32?) -> Void)?>(nil)
+    /// Tells the stream's RTP receiver (on the network side) that the decoder wants a keyframe of a source, or no
+    /// longer does; set by the listener, the RTSP session or the WebRTC server.
+    let keyframeSignal = NIOLockedValueBox<(@Sendable (KeyframeWish.Signal) -> Void)?>(nil)
     let metrics: StreamMetrics
     let ringEvents: RingEventReporter
     /// Where the listener learns that the sender is delivering video.
@@ -86,15 +86,15 @@ final class StreamWorker: Sendable {
 
     func enqueue(_ work: Work) { queue.push(work) }
 
-    /// Tells the network side that a keyframe of `source` is wanted (nil: no longer); false where nothing listens.
-    func signalKeyframe(_ source: UInt32?) -> Bool {
+    /// Tells the network side what the decoder wants of keyframes; false where nothing listens.
+    func signalKeyframe(_ news: KeyframeWish.Signal) -> Bool {
         guard let signal = keyframeSignal.withLockedValue({ $0 }) else { return false }
-        signal(source)
+        signal(news)
         return true
     }
 
     /// Where the decoder's keyframe wishes go; called from the decode thread, must not block.
-    func setKeyframeSignal(_ signal: (@Sendable (UInt32?) -> Void)?) {
+    func setKeyframeSignal(_ signal: (@Sendable (KeyframeWish.Signal) -> Void)?) {
         keyframeSignal.withLockedValue { $0 = signal }
     }
 

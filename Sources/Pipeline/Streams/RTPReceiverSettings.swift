@@ -12,3 +12,14 @@ extension RTPReceiver.Configuration {
         keyframeRequestInterval = UInt64(rtp.keyframeRequestInterval * 1e9)
     }
 }
+
+extension RTPReceiver {
+    /// What the decode thread said of keyframes.
+    mutating func apply(_ signal: KeyframeWish.Signal) {
+        switch signal {
+        case .wanted(let source): keyframeWanted(of: source)
+        case .arrived: keyframeArrived()
+        case .dropped: keyframeNoLongerWanted()
+        }
+    }
+}

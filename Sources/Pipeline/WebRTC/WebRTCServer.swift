@@ -95,8 +95,8 @@ final class WebRTCServer: Service, Sendable {
         let endpoint = self.endpoint
         try? await loop.submit { endpoint.value.drive { $0.attach(route, now: MonotonicClock.nanoseconds()) } }.get()
         let stream = route.configuration.name
-        route.worker.setKeyframeSignal { [loop] source in
-            loop.execute { endpoint.value.drive { $0.keyframe(wanted: source, stream: stream, now: MonotonicClock.nanoseconds()) } }
+        route.worker.setKeyframeSignal { [loop] signal in
+            loop.execute { endpoint.value.drive { $0.keyframe(signal, stream: stream, now: MonotonicClock.nanoseconds()) } }
         }
     }
 

@@ -286,10 +286,8 @@ final class WebRTCSession {
         return allowance.update(receivedBitrate: received, unrecoveredLosses: receiver.takeUnrecoveredCount() > 0)
     }
 
-    /// The stream's decoder needs a keyframe of `source` (nil: it healed); asked for at the next poll.
-    func keyframe(wanted source: UInt32?) {
-        if let source { receiver.keyframeWanted(of: source) } else { receiver.keyframeArrived() }
-    }
+    /// What the stream's decoder wants of keyframes; asked for (or no longer) at the next poll.
+    func keyframe(_ signal: KeyframeWish.Signal) { receiver.apply(signal) }
 
     /// Packets asked for that arrived since the last call.
     func recoveredSinceLastReport() -> Int { receiver.takeRecoveredCount() }

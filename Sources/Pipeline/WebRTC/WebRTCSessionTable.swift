@@ -340,11 +340,11 @@ final class WebRTCSessionTable {
 
     // MARK: - Feedback and timers
 
-    /// The decode thread wants a keyframe of `source` (nil: it healed): the stream's session asks its client.
-    func keyframe(wanted source: UInt32?, stream: String, now: UInt64) {
+    /// What the decode thread wants of keyframes: the stream's session asks its client, or stops asking.
+    func keyframe(_ signal: KeyframeWish.Signal, stream: String, now: UInt64) {
         guard let id = current(of: stream), let session = sessions[id] else { return }
         touch(id)
-        session.keyframe(wanted: source)
+        session.keyframe(signal)
         if let remote = session.remote { sendFeedback(of: session, to: remote, now: now) }
     }
 

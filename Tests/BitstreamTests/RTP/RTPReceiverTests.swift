@@ -123,6 +123,33 @@ import Testing
         #expect(receiver.poll(now: 1_000_000_001).filter { if case .keyframeRequest = $0 { true } else { false } }.count == 1)
     }
 
+    /// Found by an attack on rtp://: a sender on a new SSRC at every frame, with loss, got a PLI for each. A wish
+    /// made moot by a source change stops the requests but keeps their pacing.
+    @Test func aSenderChangingSourceAtEveryFrameGetsOneRequestAnInterval() {
+        var configuration = RTPReceiver.Configuration(localSSRC: 1)
+        configuration.keyframeRequest = .pictureLossIndication
+        configuration.reportInterval = nil
+        var receiver = RTPReceiver(configuration, now: 0)
+        var requests = 0
+        for frame in 0..<30 {
+            let now = UInt64(frame) * 33 * Self.ms
+            receiver.keyframeWanted(of: UInt32(1000 + frame))
+            requests += receiver.poll(now: now).count
+            receiver.keyframeNoLongerWanted()
+        }
+        #expect(requests == 1, "one in the first second, not one a frame")
+        receiver.keyframeWanted(of: 2000)
+        #expect(receiver.poll(now: 1_000 * Self.ms).count == 1, "the next a second after the last")
+        // A source the receiver follows itself (rtsp://) keeps the pacing too.
+        var followed = RTPReceiver(configuration, now: 0)
+        _ = followed.receive(Self.packet(1), now: 0)
+        followed.keyframeWanted(of: Self.video)
+        #expect(followed.poll(now: 1).count == 1)
+        _ = followed.receive(Self.packet(1, ssrc: 0x2222_2222), now: 2)
+        followed.keyframeWanted(of: 0x2222_2222)
+        #expect(followed.poll(now: 3).isEmpty && followed.poll(now: 1_000_000_001).count == 1)
+    }
+
     @Test func aNowOlderThanTheLastRequestIsNotDue() {
         var configuration = RTPReceiver.Configuration(localSSRC: 1)
         configuration.keyframeRequest = .pictureLossIndication

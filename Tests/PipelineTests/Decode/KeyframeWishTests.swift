@@ -85,7 +85,7 @@ import Testing
         packets.indices.filter { packets[$0][1] & 0x80 != 0 }[frame]
     }
 
-    static func fixture(_ signals: NIOLockedValueBox<[UInt32?]>) throws -> DecodeThreadFixture {
+    static func fixture(_ signals: NIOLockedValueBox<[KeyframeWish.Signal]>) throws -> DecodeThreadFixture {
         let thread = try DecodeThreadFixture { configuration in
             var rtp = RTPSettings()
             rtp.keyframeRequest = .pli
@@ -93,13 +93,13 @@ import Testing
             configuration.source = .rtp(ListenAddress(transport: .rtp, host: "127.0.0.1", port: 5004), rtp)
             configuration.codec = .h264  // rtp:// does not tell H.264 from H.265 by itself
         }
-        thread.worker.setKeyframeSignal { source in signals.withLockedValue { $0.append(source) } }
+        thread.worker.setKeyframeSignal { signal in signals.withLockedValue { $0.append(signal) } }
         return thread
     }
 
     @Test func aLossIsToldOnceAndItsKeyframeSettlesIt() throws {
         let packets = try Self.packets()
-        let signals = NIOLockedValueBox<[UInt32?]>([])
+        let signals = NIOLockedValueBox<[KeyframeWish.Signal]>([])
         let thread = try Self.fixture(signals)
         thread.worker.enqueue(.connected(1, remote: "127.0.0.1:40000"))
         let lost = Self.slicePacket(of: 1, in: packets)  // a P-frame: frames 2 and 3 refer to what it lacks
@@ -107,15 +107,15 @@ import Testing
             thread.worker.enqueue(.rtp(packet, receivedAt: thread.clock.now, connection: 1))
         }
         try thread.settle()
-        #expect(signals.withLockedValue { $0 } == [Self.ssrc, nil], "wanted at the loss, settled by frame 4's IDR")
+        #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc), .arrived], "wanted at the loss, settled by frame 4's IDR")
         thread.worker.enqueue(.disconnected(1, reason: .closedBySender))
         try thread.settle()
-        #expect(signals.withLockedValue { $0 } == [Self.ssrc, nil], "nothing more: nothing was wanted")
+        #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc), .arrived], "nothing more: nothing was wanted")
     }
 
     @Test func aSenderGoneWhileAKeyframeIsWantedSettlesIt() throws {
         let packets = try Self.packets()
-        let signals = NIOLockedValueBox<[UInt32?]>([])
+        let signals = NIOLockedValueBox<[KeyframeWish.Signal]>([])
         let thread = try Self.fixture(signals)
         thread.worker.enqueue(.connected(1, remote: "127.0.0.1:40000"))
         let lost = Self.slicePacket(of: 9, in: packets)  // after the last IDR: no keyframe comes
@@ -123,9 +123,9 @@ import Testing
             thread.worker.enqueue(.rtp(packet, receivedAt: thread.clock.now, connection: 1))
         }
         try thread.settle()
-        #expect(signals.withLockedValue { $0 } == [Self.ssrc])
+        #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc)])
         thread.worker.enqueue(.disconnected(1, reason: .closedBySender))
         try thread.settle()
-        #expect(signals.withLockedValue { $0 } == [Self.ssrc, nil], "the receiver must not go on asking for a sender gone")
+        #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc), .dropped], "the receiver must not go on asking for a sender gone")
     }
 }

@@ -189,7 +189,7 @@ import Testing
         try Self.connect(client, to: engine)
         _ = engine.receive(try client.video(1), from: client)  // and the new source's PLI
         engine.now += 2 * Self.second
-        engine.table.keyframe(wanted: 0x1234_5678, stream: "screen", now: engine.now)
+        engine.table.keyframe(.wanted(0x1234_5678), stream: "screen", now: engine.now)
         let plis = { (outputs: [WebRTCSessionTable.Output]) in try client.feedback(in: outputs).filter { $0.type == 206 }.count }
         #expect(try plis(engine.table.takeOutputs()) == 1)
         var asked: [Int] = []
@@ -198,7 +198,7 @@ import Testing
             asked.append(try plis(engine.table.takeOutputs()))
         }
         #expect(asked.enumerated().filter { $0.element > 0 }.map(\.offset) == [9, 19], "again at 1 s and 2 s")
-        engine.table.keyframe(wanted: nil, stream: "screen", now: engine.now + 3 * Self.second)
+        engine.table.keyframe(.arrived, stream: "screen", now: engine.now + 3 * Self.second)
         engine.table.tick(now: engine.now + 5 * Self.second)
         #expect(try plis(engine.table.takeOutputs()) == 0, "healed: no more requests")
     }
@@ -312,7 +312,7 @@ import Testing
         let client = try Client(port: 40000)
         try Self.connect(client, to: engine)
         for sequence: UInt16 in [1, 2, 4] { _ = engine.receive(try client.video(sequence), from: client) }
-        engine.table.keyframe(wanted: 0x1234_5678, stream: "screen", now: engine.now)
+        engine.table.keyframe(.wanted(0x1234_5678), stream: "screen", now: engine.now)
         _ = engine.table.takeOutputs()
         var now = engine.now
         var (ticks, nacks, plis, reports) = (0, 0, 0, 0)

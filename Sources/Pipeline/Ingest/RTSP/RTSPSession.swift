@@ -152,9 +152,9 @@ final class RTSPSession {
         enqueuedConnection = true
         if configuration.rtp.keyframeRequest != .none, let rtcpSender {
             // Called by the decode thread: the request goes out at once, and again from the watch until it heals.
-            worker.setKeyframeSignal { [media, metrics = worker.metrics] source in
+            worker.setKeyframeSignal { [media, metrics = worker.metrics] signal in
                 let feedback = media.withLockedValue { state in
-                    if let source { state.receiver.keyframeWanted(of: source) } else { state.receiver.keyframeArrived() }
+                    state.receiver.apply(signal)
                     return state.receiver.poll(now: MonotonicClock.nanoseconds())
                 }
                 Self.send(feedback, with: rtcpSender, metrics: metrics)

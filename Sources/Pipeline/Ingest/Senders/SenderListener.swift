@@ -151,14 +151,14 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         receiver = RTPReceiver(feedback, now: MonotonicClock.nanoseconds())
         let channel = context.channel
         // Called by the decode thread.
-        worker.setKeyframeSignal { source in
-            channel.eventLoop.execute { bound.value.keyframe(wanted: source, on: channel) }
+        worker.setKeyframeSignal { signal in
+            channel.eventLoop.execute { bound.value.keyframe(signal, on: channel) }
         }
     }
 
-    private func keyframe(wanted source: UInt32?, on channel: Channel) {
+    private func keyframe(_ signal: KeyframeWish.Signal, on channel: Channel) {
         guard !removed else { return }
-        if let source { receiver?.keyframeWanted(of: source) } else { receiver?.keyframeArrived() }
+        receiver?.apply(signal)
         sendFeedback(on: channel)
     }
 
