@@ -54,6 +54,9 @@ final class RTSPClient: Sendable {
     let context: RTSPClientContext
     let state = NIOLockedValueBox(RTSPClientState.connecting(attempt: 1))
     private let stopRequested = NIOLockedValueBox(false)
+    /// The wait of a backoff in progress: `stop()` cancels it, so that waiting needs no polling (a camera that stays
+    /// away for days costs one attempt a second, not fifty wake-ups).
+    private let backoff = NIOLockedValueBox<Task<Void, any Error>?>(nil)
     private let finished = OneShotSignal()
     /// The session's connection, closed by `stop()` when the session does not end by itself at once.
     private let current = NIOLockedValueBox<RTSPConnection?>(nil)
@@ -75,6 +78,7 @@ final class RTSPClient: Sendable {
     /// against a slow server is cut short: its connection is closed, which fails the request it waits on.
     func stop() async {
         stopRequested.withLockedValue { $0 = true }
+        backoff.withLockedValue { $0?.cancel() }
         let closer = Task { [current] in
             try await Task.sleep(nanoseconds: 500_000_000)
             while true {  // until the client has finished (cancelled then): a connection may come up later
@@ -131,8 +135,11 @@ final class RTSPClient: Sendable {
                 logger.debug("\(message) (attempt \(policy.attempt))")
             }
             enter(.retrying(failure: failure.description, attempt: policy.attempt - 1, delay: delay.seconds))
-            let resume = MonotonicClock.nanoseconds() + UInt64(delay.seconds * 1e9)
-            while !isStopping, MonotonicClock.nanoseconds() < resume { try? await Task.sleep(nanoseconds: 20_000_000) }
+            let wait = Task { try await Task.sleep(nanoseconds: UInt64(delay.seconds * 1e9)) }
+            backoff.withLockedValue { $0 = wait }
+            if isStopping { wait.cancel() }  // stop() came before the wait was there to cancel
+            _ = await wait.result
+            backoff.withLockedValue { $0 = nil }
         }
     }
 
