@@ -19,7 +19,7 @@ public struct LossRecovery: Sendable {
     }
 
     private var missing: [UInt16: Gap] = [:]
-    public private(set) var recovered = 0
+    private var recovered = 0
     private var unrecovered = 0
 
     public init() {}

@@ -59,11 +59,20 @@ public enum RTCPTransportFeedback {
         senderSSRC: UInt32, mediaSSRC: UInt32, lost: [UInt16],
         maximumEntriesPerPacket: Int = defaultMaximumEntriesPerPacket
     ) -> [[UInt8]] {
+        genericNACKEntryGroups(lost: lost, maximumEntriesPerPacket: maximumEntriesPerPacket).map {
+            genericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, entries: $0)
+        }
+    }
+
+    /// The entries that name `lost`, in the groups that go in one datagram each.
+    /// - Parameter maximumEntriesPerPacket: 1 to 16383; anything else traps (a programmer error).
+    public static func genericNACKEntryGroups(
+        lost: [UInt16], maximumEntriesPerPacket: Int = defaultMaximumEntriesPerPacket
+    ) -> [ArraySlice<GenericNACKEntry>] {
         precondition((1...16383).contains(maximumEntriesPerPacket), "1 to 16383 NACK entries per packet")
         let entries = genericNACKEntries(lost: lost)
-        return stride(from: 0, to: entries.count, by: maximumEntriesPerPacket).map { first in
-            genericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC,
-                        entries: entries[first..<min(first + maximumEntriesPerPacket, entries.count)])
+        return stride(from: 0, to: entries.count, by: maximumEntriesPerPacket).map {
+            entries[$0..<min($0 + maximumEntriesPerPacket, entries.count)]
         }
     }
 

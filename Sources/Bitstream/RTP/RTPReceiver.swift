@@ -237,10 +237,7 @@ public struct RTPReceiver: Sendable {
     private mutating func appendRetransmissionRequests(of ssrc: UInt32, now: UInt64, to feedback: inout [Feedback]) {
         let missing = loss.due(now: now)
         guard !missing.isEmpty else { return }
-        let entries = RTCPTransportFeedback.genericNACKEntries(lost: missing)
-        let perPacket = RTCPTransportFeedback.defaultMaximumEntriesPerPacket
-        for first in stride(from: 0, to: entries.count, by: perPacket) {
-            let chunk = entries[first..<min(first + perPacket, entries.count)]
+        for chunk in RTCPTransportFeedback.genericNACKEntryGroups(lost: missing) {
             let named = chunk.reduce(0) { $0 + 1 + $1.lostBitmask.nonzeroBitCount }
             feedback.append(.retransmissionRequest(
                 RTCPTransportFeedback.genericNACK(senderSSRC: configuration.localSSRC, mediaSSRC: ssrc, entries: chunk),
