@@ -28,13 +28,19 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         return (url.path, try referenceFrames(url.path, frameBytes: 320 * 240 * 3 / 2), try captureRTP(of: url.path))
     }
 
+    /// Reordered packets, and datagrams from the sender that are no RTP among them (dropped and counted where they
+    /// are received, before the decode thread): every frame exact.
     @Test func reorderedPacketsAreRestored() throws {
         let (_, reference, packets) = try Self.source()
         var shuffled = packets
         for index in stride(from: 5, to: shuffled.count - 1, by: 7) { shuffled.swapAt(index, index + 1) }
+        let malformed: [[UInt8]] = [[0x80, 96, 0, 1], [0x40] + [UInt8](repeating: 0, count: 20), Array(packets[3].prefix(12)),
+                                    [0xA0] + packets[4].dropFirst().dropLast() + [0]]
+        for (offset, datagram) in malformed.enumerated() { shuffled.insert(datagram, at: 3 + offset * 9) }
+        let metricsPort = freePort()
         let daemon = try DaemonProcess(label: "reorder", settings: [
             "max_width": "320", "max_height": "240", "slots": "32", "codec": "\"h264\"", "idle_timeout": "3",
-        ], transport: "rtp")
+        ], daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""], transport: "rtp")
         sendDatagrams(shuffled, port: daemon.port)
         #expect(daemon.waitUntilPublished(20))
         let frames = readFrames(daemon.shmName, count: 20)
@@ -44,6 +50,9 @@ func readFrames(_ shmName: String, count: Int) -> [(pixels: [UInt8], flags: Fram
         let firstTimestamp = Int64(try rtpTimestamps([packets[0]])[0])
         #expect(frames.enumerated().allSatisfy { $0.element.pts == firstTimestamp + Int64($0.offset) * 3600 }, "\(frames.map(\.pts))")
         #expect(daemon.status?.ptsClockRate == 90000)
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        #expect(sample(body, "streamrecvd_rtp_packets_discarded_total", "stream=\"\(daemon.name)\",reason=\"malformed\"") == Double(malformed.count))
+        #expect(daemon.log.contains("that is not RTP"))
     }
 
     @Test(arguments: ["conceal", "keyframe"])

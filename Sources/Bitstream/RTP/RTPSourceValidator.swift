@@ -16,6 +16,8 @@ public enum RTPDiscard: String, Sendable, Equatable {
     case sequenceJump = "sequence_jump"
     /// Another SSRC's packet, not followed by a second one in sequence.
     case otherSource = "other_source"
+    /// Not an RTP packet at all (its header, padding or payload is not there): dropped by the transport.
+    case malformed
 }
 
 /// RTP source validation after RFC 3550 appendix A.1: a source is confirmed after `minimumSequential` packets

@@ -52,20 +52,13 @@ extension DecodeSession {
         }
     }
 
-    // MARK: - RTP (rtp://)
+    // MARK: - RTP (rtp://, rtsp://, whip)
 
-    /// One datagram: validated as RTP from the stream's source, put in order, depacketized; the marker bit ends
-    /// the access unit at once.
-    func receivePacket(_ datagram: [UInt8], at time: UInt64) {
-        bytesThisConnection += Int64(datagram.count)
-        telemetry.received(bytes: datagram.count)
-        let packet: RTPPacket
-        do {
-            packet = try RTPPacket(parsing: datagram[...])
-        } catch {
-            telemetry.log(.warning, key: "rtp-header", now: time, "datagram is not RTP: \(error); dropped")
-            return
-        }
+    /// One RTP packet, parsed by its transport: validated as the stream's source, put in order, depacketized; the
+    /// marker bit ends the access unit at once. `size`: its datagram's.
+    func receive(_ packet: RTPPacket, size: Int, at time: UInt64) {
+        bytesThisConnection += Int64(size)
+        telemetry.received(bytes: size)
         framing.withRTP { $0.push(packet) { rtpEventScratch.append($0) } }
         handleCollectedRTPEvents(at: time, packetSSRC: packet.ssrc)
     }

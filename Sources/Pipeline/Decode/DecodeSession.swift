@@ -96,9 +96,9 @@ final class DecodeSession {
             case .bytes(let bytes, let time, let id):
                 if id == connection { receive(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
-            case .rtp(let bytes, let time, let id):
-                if id == connection { receivePacket(bytes, at: time) }
-                worker.bytePool.recycle(bytes)
+            case .rtp(let packet, let datagram, let time, let id):
+                if id == connection { receive(packet, size: datagram.count, at: time) }
+                worker.bytePool.recycle(datagram)
             case .sourceStatus(let text):
                 publisher.setSourceStatus(text)
             case .rtpSession(let id, let media):

@@ -1,3 +1,4 @@
+import Bitstream
 import Glibc
 import Logging
 import NIOConcurrencyHelpers
@@ -24,8 +25,9 @@ final class StreamWorker: Sendable {
         case connected(ConnectionID, remote: String)
         /// Annex B bytes (a TCP read, or a raw UDP datagram).
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
-        /// One RTP packet.
-        case rtp([UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// One RTP packet, parsed by the transport that received it (its payload a slice of `datagram`, which goes
+        /// back to the pool once the packet is through).
+        case rtp(RTPPacket, datagram: [UInt8], receivedAt: UInt64, connection: ConnectionID)
         /// rtsp://: where the client stands, for the ring header (`streamrecvctl status`).
         case sourceStatus(String)
         /// rtsp://: the session's RTP format, from the server's SDP; comes after `.connected`, before the packets.
@@ -98,15 +100,24 @@ final class StreamWorker: Sendable {
         keyframeSignal.withLockedValue { $0 = signal }
     }
 
-    /// Queues received bytes. Returns false when the backlog is over the high-water mark: the caller must stop
+    /// Queues received bytes (Annex B, MPEG-TS). Returns false when the backlog is over the high-water mark: the caller must stop
     /// reading and call `whenDrained` to learn when to resume.
     func enqueue(bytes: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        let work: Work = switch configuration.source.transport {
-        case .rtp, .rtsp, .whip: .rtp(bytes, receivedAt: time, connection: connection)
-        case .srt: .transportStream(bytes, receivedAt: time, connection: connection)
-        case .tcp, .udp: .bytes(bytes, receivedAt: time, connection: connection)
+        let work: Work
+        switch configuration.source.transport {
+        case .srt: work = .transportStream(bytes, receivedAt: time, connection: connection)
+        case .tcp, .udp: work = .bytes(bytes, receivedAt: time, connection: connection)
+        case .rtp, .rtsp, .whip:
+            assertionFailure("RTP transports queue the packets they parsed: enqueue(_:datagram:receivedAt:connection:)")
+            return true
         }
         return queue.push(work, bytes: bytes.count) < backlogHighWater
+    }
+
+    /// Queues one RTP packet that the transport parsed (rtp://, rtsp://, whip): the decode thread takes it as it is.
+    /// Returns false when the backlog is over the high-water mark, as `enqueue(bytes:)`.
+    func enqueue(_ packet: RTPPacket, datagram: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
+        queue.push(.rtp(packet, datagram: datagram, receivedAt: time, connection: connection), bytes: datagram.count) < backlogHighWater
     }
 
     /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.

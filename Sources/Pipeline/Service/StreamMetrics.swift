@@ -141,7 +141,7 @@ final class StreamMetrics: Sendable {
         rtspSessions = counter("rtsp_sessions_total")
         rtspFailures = Dictionary(uniqueKeysWithValues: RTSPFailure.kinds.map { ($0, counter("rtsp_failures_total", [("reason", $0)])) })
         rtspPlaying = gauge("rtsp_playing")
-        rtpDiscarded = Dictionary(uniqueKeysWithValues: [RTPDiscard.probation, .sequenceJump, .otherSource].map {
+        rtpDiscarded = Dictionary(uniqueKeysWithValues: [RTPDiscard.probation, .sequenceJump, .otherSource, .malformed].map {
             ($0, counter("rtp_packets_discarded_total", [("reason", $0.rawValue)]))
         })
         ringProblems = Dictionary(uniqueKeysWithValues: RingProblem.allCases.map {

@@ -183,8 +183,9 @@ final class WebRTCSession {
 
     /// What an SRTP packet held.
     enum Received {
-        /// Video, in clear (an RTX retransmission already turned back into the packet it repeats).
-        case video([UInt8])
+        /// Video, in clear and parsed (an RTX retransmission already turned back into the packet it repeats): the
+        /// packet's payload is a slice of `datagram`.
+        case video(RTPPacket, datagram: [UInt8])
         /// Authenticated but nothing for the decoder (an RTX padding probe, another payload type's packet).
         case nothing
         /// A packet of the audio answered beside the video: dropped here.
@@ -208,24 +209,14 @@ final class WebRTCSession {
         // The audio answered beside the video: authenticated (the SRTP context must see its packets), then dropped.
         if header.payloadType == media.acceptedAudio?.payloadType { return .audio }
         switch receiver.receive(header, now: now) {
-        case .media: return .video(clear)
-        case .repaired(let original): return .video(Self.serialize(original))
+        case .media: return .video(header, datagram: clear)
+        case .repaired(let original): return .video(original, datagram: clear)
         case .ignored: return .nothing
         }
     }
 
     /// The sender's SSRC change since the last call, if any: for the table's counter and log.
     func takeSourceChange() -> RTPReceiver.SourceChange? { receiver.takeSourceChange() }
-
-    /// An RTP packet with a bare 12-byte header (no CSRCs, extension or padding).
-    private static func serialize(_ packet: RTPPacket) -> [UInt8] {
-        var bytes: [UInt8] = [0x80, (packet.marker ? 0x80 : 0) | packet.payloadType,
-                              UInt8(packet.sequenceNumber >> 8), UInt8(packet.sequenceNumber & 0xff)]
-        for value in [packet.timestamp, packet.ssrc] {
-            bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
-        }
-        return bytes + packet.payload
-    }
 
     /// An SRTCP packet from the client: its sender reports feed our receiver reports; a BYE is ignored (the
     /// session ends by DELETE or consent expiry).

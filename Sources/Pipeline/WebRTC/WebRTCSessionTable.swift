@@ -198,7 +198,7 @@ final class WebRTCSessionTable {
             handle(session.receiveDTLS(datagram) { transmit($0, to: source, from: session.local) }, of: session, now: now)
         case .rtp:
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
-            guard let (session, outcome) = received, case .video(let packet) = outcome else {
+            guard let (session, outcome) = received, case .video(let packet, let clear) = outcome else {
                 switch received?.1 {
                 case .nothing?: return
                 case .audio?: return metrics.audioPacketsDropped.increment()
@@ -212,7 +212,7 @@ final class WebRTCSessionTable {
                 log.log(.warning, key: "ssrc-change", now: now,
                         "WebRTC session \(session.id): the sender changed SSRC from \(change.from) to \(change.to) (an encoder restart?): followed, keyframe asked for")
             }
-            deliver(packet, of: session, now: now)
+            deliver(packet, datagram: clear, of: session, now: now)
             // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
             sendFeedback(of: session, to: source, now: now)
         case .rtcp:
@@ -256,7 +256,7 @@ final class WebRTCSessionTable {
         outbox.append(.peerJoined(remote, at: session.local))
     }
 
-    private func deliver(_ packet: [UInt8], of session: WebRTCSession, now: UInt64) {
+    private func deliver(_ packet: RTPPacket, datagram: [UInt8], of session: WebRTCSession, now: UInt64) {
         guard current(of: session.stream) == session.id, let route = routes[session.stream] else { return }
         let worker = route.worker
         guard worker.acceptsMoreBytes else {
@@ -264,7 +264,7 @@ final class WebRTCSessionTable {
             worker.enqueue(.datagramsLost(session.connection))
             return
         }
-        _ = worker.enqueue(bytes: packet, receivedAt: now, connection: session.connection)
+        _ = worker.enqueue(packet, datagram: datagram, receivedAt: now, connection: session.connection)
     }
 
     /// What a session's datagram led to.

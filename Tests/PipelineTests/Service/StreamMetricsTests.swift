@@ -22,6 +22,7 @@ import Testing
         metrics.takeover(.stale)
         metrics.rtpDiscarded(.sequenceJump)
         metrics.rtpDiscarded(.sequenceJump)
+        metrics.rtpDiscarded(.malformed)
         let samples = registry.samples()
         func value(_ family: String, _ label: String, _ reason: String) -> Double? {
             samples[#"streamrecvd_\#(family){stream="desk",\#(label)="\#(reason)"}"#]
@@ -38,6 +39,7 @@ import Testing
         #expect(value("sender_takeovers_total", "reason", "stale") == 1 && value("sender_takeovers_total", "reason", "policy") == 0)
         #expect(value("rtp_packets_discarded_total", "reason", "sequence_jump") == 2)
         #expect(value("rtp_packets_discarded_total", "reason", "probation") == 0 && value("rtp_packets_discarded_total", "reason", "other_source") == 0)
+        #expect(value("rtp_packets_discarded_total", "reason", "malformed") == 1)
     }
 
     /// Defects count by how many were found at once, under their kind's label.

@@ -33,14 +33,9 @@ struct RTSPMediaState: Sendable {
         receiver = RTPReceiver(configuration, now: now)
     }
 
-    /// An RTP packet the gate let through, counted for the receiver reports (the decode thread parses it whole).
-    mutating func record(_ packet: UnsafeRawBufferPointer, arrival: UInt64) {
-        guard packet.count >= 12 else { return }
-        let header = RTPPacket(marker: packet[1] & 0x80 != 0, payloadType: packet[1] & 0x7F,
-                               sequenceNumber: UInt16(packet[2]) << 8 | UInt16(packet[3]),
-                               timestamp: packet[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) },
-                               ssrc: packet[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }, payload: [])
-        _ = receiver.receive(header, now: arrival)
+    /// An RTP packet the gate let through, counted for the receiver reports.
+    mutating func record(_ packet: RTPPacket, arrival: UInt64) {
+        _ = receiver.receive(packet, now: arrival)
     }
 
     /// What the server's RTCP says, taken only from its own source: a sender report goes to the statistics (for the

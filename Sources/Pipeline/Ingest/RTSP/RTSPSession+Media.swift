@@ -100,13 +100,13 @@ extension RTSPSession {
                     // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
                     // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
                     let accepted = verdict?.isAccepted ?? false
-                    let delivered = accepted && payload.withUnsafeBytes(deliver)
+                    let delivery = accepted ? payload.withUnsafeBytes(deliver) : nil
                     let now = MonotonicClock.nanoseconds()
                     let decoding = worker.activity.lastDecoded(of: id).map { now &- $0 < 1_000_000_000 } ?? false
-                    connection.handler.value.noteRTP(accepted: accepted, productive: delivered && decoding, bytes: payload.count)
+                    connection.handler.value.noteRTP(accepted: accepted, productive: delivery == .queued && decoding, bytes: payload.count)
                     if verdict != .accepted { refuse(verdict, "the RTSP connection") }
                     guard accepted else { return }
-                    if !delivered { lost.increment() }
+                    if delivery == .decoderBehind { lost.increment() }
                     if !worker.acceptsMoreBytes { connection.pauseReading(until: worker) }
                 }
                 if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
@@ -155,18 +155,35 @@ extension RTSPSession {
         }
     }
 
-    /// One RTP packet to the decode thread and the reception statistics; false (the packet dropped) when the
-    /// decode thread is behind: the sequence gap then flags the loss.
+    /// What became of an RTP packet the gate let through.
+    enum Delivery {
+        case queued
+        /// Dropped while the decode thread is behind: the sequence gap flags the loss.
+        case decoderBehind
+        /// No RTP packet (counted as discarded, logged at most once per 10 s).
+        case malformed
+    }
+
+    /// One RTP packet, parsed here once, to the reception statistics and the decode thread.
     static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID)
-        -> @Sendable (UnsafeRawBufferPointer) -> Bool {
-        { payload in
-            if !worker.acceptsMoreBytes { return false }
+        -> @Sendable (UnsafeRawBufferPointer) -> Delivery {
+        { datagram in
+            if !worker.acceptsMoreBytes { return .decoderBehind }
             let now = MonotonicClock.nanoseconds()
-            media.withLockedValue { $0.record(payload, arrival: now) }
             var bytes = worker.bytePool.take()
-            bytes.append(contentsOf: payload)
-            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
-            return true
+            bytes.append(contentsOf: datagram)
+            let packet: RTPPacket
+            do {
+                packet = try RTPPacket(parsing: bytes[...])
+            } catch {
+                worker.bytePool.recycle(bytes)
+                worker.metrics.rtpDiscarded(.malformed)
+                media.withLockedValue { $0.refusals.log(.warning, key: "malformed", now: now, "RTP from the server that is not well-formed (\(error)) dropped") }
+                return .malformed
+            }
+            media.withLockedValue { $0.record(packet, arrival: now) }
+            _ = worker.enqueue(packet, datagram: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
+            return .queued
         }
     }
 }

@@ -102,13 +102,13 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
     /// The server's address and the gate (`RTSPMediaState`), shared with the session.
     private let media: NIOLockedValueBox<RTSPMediaState>
     /// The RTP port's handler delivers packets; the RTCP port's reads the server's reports.
-    private let deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?
+    private let deliver: (@Sendable (UnsafeRawBufferPointer) -> RTSPSession.Delivery)?
     private let rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?
     private let refuse: @Sendable (RTSPMediaGate.Verdict?, String) -> Void
     private let context: RTSPClientContext
     private var log: RateLimitedLogger
 
-    init(media: NIOLockedValueBox<RTSPMediaState>, deliver: (@Sendable (UnsafeRawBufferPointer) -> Bool)?,
+    init(media: NIOLockedValueBox<RTSPMediaState>, deliver: (@Sendable (UnsafeRawBufferPointer) -> RTSPSession.Delivery)?,
          rtcp: (@Sendable (RTPReceptionStatistics.SenderNews) -> Void)?, refuse: @escaping @Sendable (RTSPMediaGate.Verdict?, String) -> Void,
          context: RTSPClientContext) {
         self.media = media
@@ -134,7 +134,7 @@ final class RTSPDatagramHandler: ChannelInboundHandler {
             // A datagram that filled its buffer may have been cut short; one dropped while the decode thread is
             // behind is not queued. Either way its sequence number reports the loss downstream.
             guard envelope.data.readableBytes < Self.messageBytes,
-                  envelope.data.withUnsafeReadableBytes(deliver) else {
+                  envelope.data.withUnsafeReadableBytes(deliver) != .decoderBehind else {
                 context.metrics.datagramsLost.increment()
                 return
             }

@@ -228,7 +228,19 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             return
         }
         let bytes = worker.bytePool.copy(envelope.data)
-        _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+        guard configuration.source.transport == .rtp else {
+            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+            return
+        }
+        // Parsed once, here: the decode thread takes the packet as it is.
+        do {
+            let packet = try RTPPacket(parsing: bytes[...])
+            _ = worker.enqueue(packet, datagram: bytes, receivedAt: now, connection: id)
+        } catch {
+            worker.bytePool.recycle(bytes)
+            metrics.rtpDiscarded(.malformed)
+            log.log(.warning, key: "malformed", now: now, "a datagram from \(source) that is not RTP (\(error)) dropped")
+        }
     }
 
     /// `source`'s id as the stream's sender: the current one's, or a new one's that the policy admits; nil when

@@ -1,7 +1,9 @@
 import Bitstream
 import Decoding
 import Logging
+import NIOConcurrencyHelpers
 @testable import Pipeline
+import Prometheus
 import Testing
 
 /// The state an RTSP session's media handlers share: what its packets and the server's RTCP do to it.
@@ -14,9 +16,9 @@ import Testing
         return state
     }
 
-    /// An RTP header: version 2, payload type 96, `sequence`, timestamp 9000, `ssrc`.
-    static func packet(sequence: UInt16, ssrc: UInt32 = serverSSRC) -> [UInt8] {
-        [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0x23, 0x28]
+    /// An RTP header: version 2 (with the padding bit where asked), payload type 96, `sequence`, timestamp 9000, `ssrc`.
+    static func packet(sequence: UInt16, ssrc: UInt32 = serverSSRC, padding: Bool = false) -> [UInt8] {
+        [padding ? 0xA0 : 0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0x23, 0x28]
             + (0..<4).map { UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * $0)) }
     }
 
@@ -28,17 +30,40 @@ import Testing
         return report[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
-    @Test func packetsAreCountedAndAShortOneIsNot() {
-        var state = Self.state()
-        Self.packet(sequence: 7).withUnsafeBytes { state.record($0, arrival: 1_000_000_000) }
-        #expect(state.receiver.statistics.ssrc == Self.serverSSRC && state.receiver.statistics.lastArrival == 1_000_000_000)
-        Array(Self.packet(sequence: 8).prefix(11)).withUnsafeBytes { state.record($0, arrival: 1_500_000_000) }
-        #expect(state.receiver.statistics.lastArrival == 1_000_000_000, "11 bytes are no RTP header")
+    /// The session's handlers hand each datagram to `RTSPSession.deliverer`: parsed there once, counted for the
+    /// reports and queued for the decode thread as that packet; what is not RTP goes nowhere and is counted.
+    @Test func theDelivererParsesOnceAndDropsWhatIsNotRTP() throws {
+        let registry = PrometheusCollectorRegistry()
+        let logger = Logger(label: "test")
+        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: registry))
+        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
+        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
+                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let media = NIOLockedValueBox(Self.state())
+        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7)
+        let packet = Self.packet(sequence: 7) + [0x65, 0x88]
+        let queued = packet.withUnsafeBytes(deliver)
+        #expect(queued == .queued)
+        let counted = media.withLockedValue { $0.receiver.statistics }
+        #expect(counted.ssrc == Self.serverSSRC && counted.lastArrival != nil)
+        guard case .rtp(let parsed, let datagram, _, 7)? = worker.queue.pop(waitingAtMost: 0)?.item else {
+            Issue.record("the packet was not queued as RTP of connection 7")
+            return
+        }
+        #expect(parsed.sequenceNumber == 7 && Array(parsed.payload) == [0x65, 0x88] && datagram == packet)
+        // A header with no payload, and padding longer than the payload: not RTP.
+        for bad in [Self.packet(sequence: 8), Self.packet(sequence: 9, padding: true) + [0x65, 9]] {
+            let verdict = bad.withUnsafeBytes(deliver)
+            #expect(verdict == .malformed)
+        }
+        #expect(worker.queue.pop(waitingAtMost: 0) == nil)
+        #expect(media.withLockedValue { $0.receiver.statistics.lastArrival } == counted.lastArrival, "not counted for the reports")
+        #expect(registry.samples()[#"streamrecvd_rtp_packets_discarded_total{stream="cam",reason="malformed"}"#] == 2)
     }
 
-    @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() {
+    @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() throws {
         var state = Self.state()
-        Self.packet(sequence: 1).withUnsafeBytes { state.record($0, arrival: 1_000_000_000) }
+        state.record(try RTPPacket(parsing: Self.packet(sequence: 1)[...] + [0x65]), arrival: 1_000_000_000)
         var foreign = RTPReceptionStatistics.SenderNews()
         foreign.senderReport = .init(ssrc: 0xDEAD_BEEF, ntpTimestamp: 0x1122_3344_5566_7788)
         let notedForeign = state.note(foreign, arrival: 1_100_000_000)
