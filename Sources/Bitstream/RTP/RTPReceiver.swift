@@ -1,11 +1,11 @@
 /// The receiving end of one RTP video stream, the same for rtp://, rtsp:// and WHIP, and the one place the daemon's
-/// RTCP feedback is made: which packets are the stream's (a new source followed, RTX repairs unwrapped, RFC 4588),
-/// which are missing and asked for again (generic NACK, RFC 4585 §6.2.1), the reception statistics and receiver
+/// RTCP feedback is made: which packets are the stream's (source validation, a new source followed, RTX repairs
+/// unwrapped, RFC 4588), in which order (`RTPPacketOrder`), which are missing and asked for again (generic NACK, RFC 4585 §6.2.1), the reception statistics and receiver
 /// reports (RFC 3550 §6.4.2), and keyframe requests (PLI, RFC 4585 §6.3.1, or FIR, RFC 5104 §4.3.1) paced by an
 /// interval.
 ///
-/// No I/O and no clock: every input carries its time, and what to send comes out of `poll(now:)`, with
-/// `nextDeadline` saying when to poll again. The transport that owns it protects (SRTP) and addresses what comes
+/// No I/O and no clock: every input carries its time, the stream's packets come out of `receive` in sequence order
+/// for the depacketizer, and what to send comes out of `poll(now:)`, with `nextDeadline` saying when to poll again. The transport that owns it protects (SRTP) and addresses what comes
 /// out; one owner drives it.
 public struct RTPReceiver: Sendable {
     public enum KeyframeRequest: Sendable, Equatable {
@@ -36,6 +36,12 @@ public struct RTPReceiver: Sendable {
         public var firstReportDelay: UInt64 = 1_000_000_000
         /// Reports go out before the first packet too (an RR without a block: an RTSP server sees the client alive).
         public var reportsBeforeMedia = false
+        /// Packets a late one may be overtaken by and still be put back in its place.
+        public var reorderWindow = 16
+        /// The transport authenticated every packet (SRTP): a new SSRC is the sender's new source at its first packet
+        /// (followed at most twice a second, never back), where anyone else's must first pass probation (RFC 3550
+        /// appendix A.1) and the statistics follow only the source that did.
+        public var authenticatedSources = false
 
         public init(localSSRC: UInt32 = .random(in: 1...UInt32.max)) {
             self.localSSRC = localSSRC
@@ -87,6 +93,9 @@ public struct RTPReceiver: Sendable {
 
     public let configuration: Configuration
     public private(set) var statistics: RTPReceptionStatistics
+    private var order: RTPPacketOrder
+    /// Reused for every packet: no allocation per packet in steady state.
+    private var ordered: [RTPOrderedEvent] = []
     private var loss = LossRecovery()
     /// The SSRC the sender left at its last change: its late packets are dropped, not followed back to.
     private var previousSSRC: UInt32?
@@ -101,6 +110,7 @@ public struct RTPReceiver: Sendable {
     public init(_ configuration: Configuration, now: UInt64) {
         self.configuration = configuration
         statistics = RTPReceptionStatistics(clockRate: configuration.clockRate)
+        order = RTPPacketOrder(reorderWindow: configuration.reorderWindow, authenticatedSources: configuration.authenticatedSources)
         nextReport = configuration.reportInterval.map { _ in now &+ configuration.firstReportDelay }
     }
 
@@ -109,17 +119,58 @@ public struct RTPReceiver: Sendable {
 
     // MARK: - Inputs
 
-    /// A packet from the sender (already admitted by the transport: its address, SRTP), at its arrival.
-    public mutating func receive(_ packet: RTPPacket, now: UInt64) -> Reception {
+    /// A packet from the sender (already admitted by the transport: its address, SRTP), at its arrival. `deliver`
+    /// gets what is now in order for the depacketizer: this packet, others it released from the reorder window, a
+    /// source change, or a packet discarded by source validation.
+    public mutating func receive(_ packet: RTPPacket, now: UInt64, _ deliver: (RTPOrderedEvent) -> Void) -> Reception {
+        let reception: Reception
         if let rtx = configuration.retransmissionPayloadType, packet.payloadType == rtx {
             guard let original = repaired(packet) else { return .ignored }
-            record(original, now: now)
-            return .repaired(original)
+            reception = .repaired(original)
+        } else {
+            if let video = configuration.payloadType, packet.payloadType != video { return .ignored }
+            reception = .media
         }
-        if let video = configuration.payloadType, packet.payloadType != video { return .ignored }
-        if packet.ssrc != statistics.ssrc, !follow(packet.ssrc, now: now) { return .ignored }
-        record(packet, now: now)
-        return .media
+        let media = if case .repaired(let original) = reception { original } else { packet }
+        if configuration.authenticatedSources {
+            if media.ssrc != statistics.ssrc, !follow(media.ssrc, now: now) { return .ignored }
+            record(media, now: now)
+        }
+        var events = ordered
+        ordered = []
+        events.removeAll(keepingCapacity: true)
+        order.push(media) { events.append($0) }
+        for event in events {
+            if !configuration.authenticatedSources {
+                // Only what passed validation counts: a stranger's packets never move the statistics or the source.
+                switch event {
+                case .packet(let packet):
+                    if packet.ssrc != statistics.ssrc { adopt(packet.ssrc, now: now) }
+                    record(packet, now: now)
+                case .sourceChanged, .discarded: break
+                }
+            }
+            deliver(event)
+        }
+        ordered = events
+        return reception
+    }
+
+    /// The sender is gone: what the reorder window and probation still hold, in order.
+    public mutating func flush(_ deliver: (RTPOrderedEvent) -> Void) {
+        order.flush(deliver)
+    }
+
+    /// Another sender took the stream's place (rtp://: another address): its packets are ordered, counted and
+    /// validated afresh. A keyframe wanted of the one before is moot; the requests' pacing stays.
+    public mutating func senderChanged() {
+        order = RTPPacketOrder(reorderWindow: configuration.reorderWindow, authenticatedSources: configuration.authenticatedSources)
+        statistics = RTPReceptionStatistics(clockRate: configuration.clockRate)
+        loss = LossRecovery()
+        previousSSRC = nil
+        lastSourceChange = nil
+        pendingSourceChange = nil
+        keyframe = .satisfied
     }
 
     /// What the sender's RTCP said: its report, when it is the current source's, times our reports' delay fields.
@@ -204,9 +255,18 @@ public struct RTPReceiver: Sendable {
     /// followed at once, with loss recovery and RTX mapped to it (the statistics start afresh on their own). Not
     /// followed: the SSRC just left (late packets), or any within `sourceChangeInterval` of the last change.
     private mutating func follow(_ ssrc: UInt32, now: UInt64) -> Bool {
-        if let current = statistics.ssrc {
+        if statistics.ssrc != nil {
             if ssrc == previousSSRC { return false }
             if let last = lastSourceChange, now &- last < Self.sourceChangeInterval { return false }
+        }
+        adopt(ssrc, now: now)
+        return true
+    }
+
+    /// `ssrc` is the current source from now on: loss recovery and RTX map to it (the statistics start afresh on
+    /// their own at its first packet).
+    private mutating func adopt(_ ssrc: UInt32, now: UInt64) {
+        if let current = statistics.ssrc {
             previousSSRC = current
             lastSourceChange = now
             pendingSourceChange = SourceChange(from: current, to: ssrc)
@@ -219,7 +279,6 @@ public struct RTPReceiver: Sendable {
         } else {
             keyframe = .satisfied
         }
-        return true
     }
 
     /// The packet an RTX packet repeats (RFC 4588 §4: the original sequence number, then the original payload), as

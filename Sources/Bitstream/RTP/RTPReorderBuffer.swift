@@ -2,7 +2,7 @@
 /// up to `window − 1` later ones is slotted into place; when the window is full and the next expected packet is
 /// still missing, it is declared lost and the buffer moves on (the depacketizer then reports the gap). Packets
 /// older than what was already released, and duplicates, are dropped by the depacketizer.
-public struct RTPReorderBuffer {
+public struct RTPReorderBuffer: Sendable {
     public let window: Int
     private var expected: UInt16?
     private var waiting: [UInt16: RTPPacket] = [:]

@@ -25,7 +25,7 @@ public enum RTPDiscard: String, Sendable, Equatable {
 /// unless the next packet follows it (the sender restarted its sequence: resynchronise), and a new SSRC is a new
 /// source once it passes probation. Unlike A.1, packets on probation are held and released on confirmation
 /// rather than dropped: the first packets of a stream carry its parameter sets and keyframe. Pure; bounded.
-public struct RTPSourceValidator {
+public struct RTPSourceValidator: Sendable {
     /// Probation's length where anyone may send: A.1's, less one (a packet is held, not dropped).
     public static let minimumSequential = 2
     public static let maximumDropout: UInt16 = 3000

@@ -7,7 +7,7 @@ extension DecodeSession {
     enum Framing {
         /// tcp://, udp://: Annex B bytes as they come.
         case annexB
-        /// rtp://, and rtsp:// once described: RTP packets, in order, depacketized.
+        /// rtp://, and rtsp:// and whip once described: RTP packets, put in order by the transport's receiver, depacketized.
         case rtp(RTPIngest)
         /// rtsp:// before the session description: nothing can be depacketized yet.
         case awaitingSessionDescription
@@ -22,8 +22,7 @@ extension DecodeSession {
             case .rtp(_, let settings):
                 // The loader refuses rtp:// without a codec: the payload format depends on it.
                 guard let codec = configuration.codec else { return .awaitingSessionDescription }
-                return .rtp(RTPIngest(codec: codec, payloadType: settings.payloadType,
-                                      maximumNALUnitSize: configuration.maxAccessUnitBytes, reorderWindow: settings.reorderWindow))
+                return .rtp(RTPIngest(codec: codec, payloadType: settings.payloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes))
             case .rtsp, .webrtc:
                 // The session description (RTSP's DESCRIBE, WebRTC's negotiated offer) names payload type and codec.
                 return .awaitingSessionDescription

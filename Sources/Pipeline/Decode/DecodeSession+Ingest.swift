@@ -54,13 +54,24 @@ extension DecodeSession {
 
     // MARK: - RTP (rtp://, rtsp://, whip)
 
-    /// One RTP packet, parsed by its transport: validated as the stream's source, put in order, depacketized; the
-    /// marker bit ends the access unit at once. `size`: its datagram's.
-    func receive(_ packet: RTPPacket, size: Int, at time: UInt64) {
-        bytesThisConnection += Int64(size)
-        telemetry.received(bytes: size)
-        framing.withRTP { $0.push(packet) { rtpEventScratch.append($0) } }
-        handleCollectedRTPEvents(at: time, packetSSRC: packet.ssrc)
+    /// What the transport's RTP receiver made of one datagram `bytes` long, in order: packets to depacketize (the
+    /// marker bit ends the access unit at once), a source change, packets it discarded.
+    func receive(_ events: [RTPOrderedEvent], bytes: Int, at time: UInt64) {
+        bytesThisConnection += Int64(bytes)
+        telemetry.received(bytes: bytes)
+        var lastSSRC: UInt32?
+        for event in events {
+            switch event {
+            case .packet(let packet):
+                lastSSRC = packet.ssrc
+                framing.withRTP { $0.push(packet) { rtpEventScratch.append($0) } }
+            case .sourceChanged(let ssrc, let restarted):
+                framing.withRTP { $0.sourceChanged(to: ssrc, restarted: restarted) { rtpEventScratch.append($0) } }
+            case .discarded(let reason):
+                rtpEventScratch.append(.discarded(reason))
+            }
+        }
+        handleCollectedRTPEvents(at: time, packetSSRC: lastSSRC)
     }
 
     func handleCollectedRTPEvents(at time: UInt64, packetSSRC: UInt32?) {

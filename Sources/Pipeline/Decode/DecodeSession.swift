@@ -96,9 +96,8 @@ final class DecodeSession {
             case .bytes(let bytes, let time, let id):
                 if id == connection { receive(bytes, at: time) }
                 worker.bytePool.recycle(bytes)
-            case .rtp(let packet, let datagram, let time, let id):
-                if id == connection { receive(packet, size: datagram.count, at: time) }
-                worker.bytePool.recycle(datagram)
+            case .rtp(let events, let bytes, let time, let id):
+                if id == connection { receive(events, bytes: bytes, at: time) }
             case .sourceStatus(let text):
                 publisher.setSourceStatus(text)
             case .rtpSession(let id, let media):
@@ -159,8 +158,7 @@ final class DecodeSession {
     /// though sent in-band: a camera may send them nowhere else.
     private func describe(_ media: RTPSessionMedia) {
         sessionMedia = media
-        framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes,
-                                 reorderWindow: configuration.rtp.reorderWindow, authenticatedSources: media.authenticatedSources))
+        framing = .rtp(RTPIngest(codec: media.codec, payloadType: media.payloadType, maximumNALUnitSize: configuration.maxAccessUnitBytes))
         publisher.setPTSClockRate(media.clockRate)
         applySessionMedia()
     }

@@ -25,9 +25,9 @@ final class StreamWorker: Sendable {
         case connected(ConnectionID, remote: String)
         /// Annex B bytes (a TCP read, or a raw UDP datagram).
         case bytes([UInt8], receivedAt: UInt64, connection: ConnectionID)
-        /// One RTP packet, parsed by the transport that received it (its payload a slice of `datagram`, which goes
-        /// back to the pool once the packet is through).
-        case rtp(RTPPacket, datagram: [UInt8], receivedAt: UInt64, connection: ConnectionID)
+        /// What the stream's `RTPReceiver` (on the transport's thread) made of one datagram `bytes` long: packets
+        /// in sequence order, a source change, a packet discarded; or nothing yet (held in the reorder window).
+        case rtp([RTPOrderedEvent], bytes: Int, receivedAt: UInt64, connection: ConnectionID)
         /// rtsp://: where the client stands, for the ring header (`streamrecvctl status`).
         case sourceStatus(String)
         /// rtsp://: the session's RTP format, from the server's SDP; comes after `.connected`, before the packets.
@@ -108,16 +108,16 @@ final class StreamWorker: Sendable {
         case .srt: work = .transportStream(bytes, receivedAt: time, connection: connection)
         case .tcp, .udp: work = .bytes(bytes, receivedAt: time, connection: connection)
         case .rtp, .rtsp, .whip:
-            assertionFailure("RTP transports queue the packets they parsed: enqueue(_:datagram:receivedAt:connection:)")
+            assertionFailure("RTP transports queue what their receiver put in order: enqueue(_:bytes:receivedAt:connection:)")
             return true
         }
         return queue.push(work, bytes: bytes.count) < backlogHighWater
     }
 
-    /// Queues one RTP packet that the transport parsed (rtp://, rtsp://, whip): the decode thread takes it as it is.
-    /// Returns false when the backlog is over the high-water mark, as `enqueue(bytes:)`.
-    func enqueue(_ packet: RTPPacket, datagram: [UInt8], receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        queue.push(.rtp(packet, datagram: datagram, receivedAt: time, connection: connection), bytes: datagram.count) < backlogHighWater
+    /// Queues what the stream's RTP receiver made of a datagram `bytes` long (rtp://, rtsp://, whip). Returns false
+    /// when the backlog is over the high-water mark, as `enqueue(bytes:)`.
+    func enqueue(_ events: [RTPOrderedEvent], bytes: Int, receivedAt time: UInt64, connection: ConnectionID) -> Bool {
+        queue.push(.rtp(events, bytes: bytes, receivedAt: time, connection: connection), bytes: bytes) < backlogHighWater
     }
 
     /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.

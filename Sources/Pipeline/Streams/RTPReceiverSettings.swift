@@ -1,9 +1,11 @@
 import Bitstream
 
 extension RTPReceiver.Configuration {
-    /// A receiver that asks for keyframes as the stream's `keyframe_request` and `keyframe_request_interval` say.
-    init(keyframes rtp: RTPSettings) {
+    /// A receiver that orders packets in the stream's `rtp_reorder_window` and asks for keyframes as its
+    /// `keyframe_request` and `keyframe_request_interval` say.
+    init(_ rtp: RTPSettings) {
         self.init()
+        reorderWindow = rtp.reorderWindow
         keyframeRequest = switch rtp.keyframeRequest {
         case .none: nil
         case .pli: .pictureLossIndication

@@ -72,7 +72,9 @@ final class WebRTCSession {
         createdAt = now
         lastConsent = now
         allowance = ReceiverBitrateAllowance(ceiling: maximumBitrate)
-        var video = RTPReceiver.Configuration(keyframes: rtp)
+        var video = RTPReceiver.Configuration(rtp)
+        // SRTP authenticates the one sender: its new SSRC is its new source at once.
+        video.authenticatedSources = true
         video.clockRate = media.clockRate
         video.payloadType = media.payloadType
         video.retransmissionPayloadType = media.retransmissionPayloadType
@@ -183,9 +185,9 @@ final class WebRTCSession {
 
     /// What an SRTP packet held.
     enum Received {
-        /// Video, in clear and parsed (an RTX retransmission already turned back into the packet it repeats): the
-        /// packet's payload is a slice of `datagram`.
-        case video(RTPPacket, datagram: [UInt8])
+        /// Video, in clear: what the receiver put in order (an RTX retransmission already turned back into the
+        /// packet it repeats); maybe nothing yet, where the packet waits in the reorder window.
+        case video([RTPOrderedEvent])
         /// Authenticated but nothing for the decoder (an RTX padding probe, another payload type's packet).
         case nothing
         /// A packet of the audio answered beside the video: dropped here.
@@ -208,11 +210,18 @@ final class WebRTCSession {
         guard let header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
         // The audio answered beside the video: authenticated (the SRTP context must see its packets), then dropped.
         if header.payloadType == media.acceptedAudio?.payloadType { return .audio }
-        switch receiver.receive(header, now: now) {
-        case .media: return .video(header, datagram: clear)
-        case .repaired(let original): return .video(original, datagram: clear)
+        var events: [RTPOrderedEvent] = []
+        switch receiver.receive(header, now: now, { events.append($0) }) {
+        case .media, .repaired: return .video(events)
         case .ignored: return .nothing
         }
+    }
+
+    /// What the receiver still holds (the reorder window, probation), in order: the session ends.
+    func takeHeldPackets() -> [RTPOrderedEvent] {
+        var events: [RTPOrderedEvent] = []
+        receiver.flush { events.append($0) }
+        return events
     }
 
     /// The sender's SSRC change since the last call, if any: for the table's counter and log.

@@ -198,7 +198,7 @@ final class WebRTCSessionTable {
             handle(session.receiveDTLS(datagram) { transmit($0, to: source, from: session.local) }, of: session, now: now)
         case .rtp:
             let received = session(at: source).map { ($0, $0.receiveSRTP(datagram, now: now)) }
-            guard let (session, outcome) = received, case .video(let packet, let clear) = outcome else {
+            guard let (session, outcome) = received, case .video(let events) = outcome else {
                 switch received?.1 {
                 case .nothing?: return
                 case .audio?: return metrics.audioPacketsDropped.increment()
@@ -212,7 +212,7 @@ final class WebRTCSessionTable {
                 log.log(.warning, key: "ssrc-change", now: now,
                         "WebRTC session \(session.id): the sender changed SSRC from \(change.from) to \(change.to) (an encoder restart?): followed, keyframe asked for")
             }
-            deliver(packet, datagram: clear, of: session, now: now)
+            deliver(events, bytes: datagram.count, of: session, now: now)
             // A gap is asked for at once, not at the next tick: a keyframe's burst moves the reorder window fast.
             sendFeedback(of: session, to: source, now: now)
         case .rtcp:
@@ -256,15 +256,19 @@ final class WebRTCSessionTable {
         outbox.append(.peerJoined(remote, at: session.local))
     }
 
-    private func deliver(_ packet: RTPPacket, datagram: [UInt8], of session: WebRTCSession, now: UInt64) {
+    /// What the session's receiver put in order, to the decode thread; its packets are dropped while the decode
+    /// thread is behind (a gap it sees), never a source change.
+    private func deliver(_ events: [RTPOrderedEvent], bytes: Int, of session: WebRTCSession, now: UInt64) {
         guard current(of: session.stream) == session.id, let route = routes[session.stream] else { return }
         let worker = route.worker
         guard worker.acceptsMoreBytes else {
             route.metrics.datagramsLost.increment()
             worker.enqueue(.datagramsLost(session.connection))
+            let kept = events.filter { if case .packet = $0 { false } else { true } }
+            if !kept.isEmpty { _ = worker.enqueue(kept, bytes: 0, receivedAt: now, connection: session.connection) }
             return
         }
-        _ = worker.enqueue(packet, datagram: datagram, receivedAt: now, connection: session.connection)
+        _ = worker.enqueue(events, bytes: bytes, receivedAt: now, connection: session.connection)
     }
 
     /// What a session's datagram led to.
@@ -277,8 +281,7 @@ final class WebRTCSessionTable {
             let worker = route.worker
             worker.enqueue(.connected(session.connection, remote: session.remote?.description ?? "unknown"))
             worker.enqueue(.rtpSession(session.connection, RTPSessionMedia(
-                codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [],
-                authenticatedSources: true)))
+                codec: session.media.codec, payloadType: session.media.payloadType, clockRate: session.media.clockRate, parameterSets: [])))
             let remote = session.remote?.description ?? "unknown"
             let audio = session.media.acceptedAudio.map { ", its audio (\($0.name)) taken and dropped" } ?? ""
             log.logger.info("WebRTC session \(session.id) connected for stream \(session.stream) from \(remote)\(audio)")
@@ -320,6 +323,9 @@ final class WebRTCSessionTable {
                     case .streamStopped: .listenerClosed
                     default: .closedBySender
                     }
+                    // What the reorder window still holds goes first: the sender's last packets, better late than never.
+                    let held = session.takeHeldPackets()
+                    if !held.isEmpty { _ = route.worker.enqueue(held, bytes: 0, receivedAt: now, connection: session.connection) }
                     route.worker.enqueue(.disconnected(session.connection, reason: disconnect))
                 }
                 setStatus(route, "WebRTC: waiting for a WHIP client (the last session ended: \(reason.rawValue))")

@@ -17,7 +17,28 @@ import Testing
         configuration.keyframeRequest = .pictureLossIndication
         configuration.keyframeRequestInterval = interval
         configuration.asksNewSourcesForKeyframes = true
+        configuration.authenticatedSources = true
         return RTPReceiver(configuration, now: 0)
+    }
+
+    /// rtp://'s: anyone may send, so a source is validated (probation) before it counts; no feedback but keyframes.
+    static func plain(window: Int = 4) -> RTPReceiver {
+        var configuration = RTPReceiver.Configuration(localSSRC: localSSRC)
+        configuration.reorderWindow = window
+        configuration.keyframeRequest = .pictureLossIndication
+        configuration.reportInterval = nil
+        return RTPReceiver(configuration, now: 0)
+    }
+
+    /// The sequence numbers of the packets handed on, and the other events in words.
+    static func summary(_ events: [RTPOrderedEvent]) -> [String] {
+        events.map { event in
+            switch event {
+            case .packet(let packet): "\(packet.sequenceNumber)"
+            case .sourceChanged(let ssrc, let restarted): "source \(String(ssrc, radix: 16))\(restarted ? " restarted" : "")"
+            case .discarded(let reason): "discarded \(reason.rawValue)"
+            }
+        }
     }
 
     static func packet(_ sequence: UInt16, ssrc: UInt32 = video, payloadType: UInt8 = 96, payload: [UInt8] = [0x41, 1]) -> RTPPacket {
@@ -98,11 +119,11 @@ import Testing
         configuration.keyframeRequest = .pictureLossIndication
         configuration.reportInterval = nil
         var receiver = RTPReceiver(configuration, now: 0)
-        _ = receiver.receive(Self.packet(1), now: 0)
+        for sequence: UInt16 in [1, 2] { _ = receiver.receive(Self.packet(sequence), now: 0) }
         receiver.keyframeWanted(of: Self.video)
         #expect(receiver.poll(now: 1).count == 1)
         // The sender restarts on another SSRC: what was wanted of the old one stops.
-        _ = receiver.receive(Self.packet(1, ssrc: 0x2222_2222), now: 2)
+        for sequence: UInt16 in [1, 2] { _ = receiver.receive(Self.packet(sequence, ssrc: 0x2222_2222), now: 2) }
         #expect(receiver.poll(now: 5_000_000_000).isEmpty && receiver.nextDeadline == nil)
         // A late wish about the old source changes nothing; one about the new source is asked at once.
         receiver.keyframeWanted(of: Self.video)
@@ -142,10 +163,10 @@ import Testing
         #expect(receiver.poll(now: 1_000 * Self.ms).count == 1, "the next a second after the last")
         // A source the receiver follows itself (rtsp://) keeps the pacing too.
         var followed = RTPReceiver(configuration, now: 0)
-        _ = followed.receive(Self.packet(1), now: 0)
+        for sequence: UInt16 in [1, 2] { _ = followed.receive(Self.packet(sequence), now: 0) }
         followed.keyframeWanted(of: Self.video)
         #expect(followed.poll(now: 1).count == 1)
-        _ = followed.receive(Self.packet(1, ssrc: 0x2222_2222), now: 2)
+        for sequence: UInt16 in [1, 2] { _ = followed.receive(Self.packet(sequence, ssrc: 0x2222_2222), now: 2) }
         followed.keyframeWanted(of: 0x2222_2222)
         #expect(followed.poll(now: 3).isEmpty && followed.poll(now: 1_000_000_001).count == 1)
     }
@@ -187,7 +208,7 @@ import Testing
         configuration.reportInterval = 5_000_000_000
         var receiver = RTPReceiver(configuration, now: 0)
         #expect(receiver.poll(now: 2_000_000_000).isEmpty, "no report before the first packet")
-        _ = receiver.receive(Self.packet(10), now: 2_000_000_000)
+        for sequence: UInt16 in [10, 11] { _ = receiver.receive(Self.packet(sequence), now: 2_000_000_000) }
         var news = RTPReceptionStatistics.SenderNews()
         news.senderReport = .init(ssrc: 0xDEAD_BEEF, ntpTimestamp: 0xAAAA_BBBB_CCCC_DDDD)
         receiver.receive(news, now: 2_100_000_000)  // another source's: not echoed
@@ -212,5 +233,73 @@ import Testing
         #expect(empty.count == 1 && empty.first?.packet[0] == 0x80, "an RR with no block")
         #expect(receiver.receive(Self.packet(1, payloadType: 33), now: 1_000_000_011) == .media)
         #expect(receiver.receive(Self.packet(2, payloadType: 97), now: 1_000_000_012) == .media, "no RTX here: just video")
+    }
+
+    // MARK: - Order
+
+    /// rtp://: a source counts once two of its packets follow each other; a stranger's packet moves nothing; packets
+    /// overtaken within the window are put back in order.
+    @Test func packetsComeOutValidatedAndInOrder() {
+        var receiver = Self.plain()
+        var events: [RTPOrderedEvent] = []
+        for packet in [Self.packet(1), Self.packet(2), Self.packet(4), Self.packet(9, ssrc: 0x0BAD_0BAD), Self.packet(3), Self.packet(5)] {
+            #expect(receiver.receive(packet, now: 0) { events.append($0) } == .media)
+        }
+        #expect(Self.summary(events) == ["1", "2", "3", "4", "5"])
+        #expect(receiver.ssrc == Self.video, "the stranger's SSRC was never followed")
+    }
+
+    /// A missing packet is given up on once the window is full: the packets after it come out, the gap is the
+    /// depacketizer's to see.
+    @Test func aPacketMissingPastTheWindowIsLeftBehind() {
+        var receiver = Self.plain(window: 3)
+        var events: [RTPOrderedEvent] = []
+        for sequence: UInt16 in [1, 2, 4, 5] { _ = receiver.receive(Self.packet(sequence), now: 0) { events.append($0) } }
+        #expect(Self.summary(events) == ["1", "2"])
+        _ = receiver.receive(Self.packet(6), now: 0) { events.append($0) }
+        #expect(Self.summary(events) == ["1", "2", "4", "5", "6"])
+    }
+
+    /// A new source (the sender restarted) is a new stream: what the old one left comes out first, then the change,
+    /// then the new source's packets from its first.
+    @Test func aNewSourceComesAfterWhatTheOldOneLeft() {
+        var receiver = Self.plain()
+        var events: [RTPOrderedEvent] = []
+        for packet in [Self.packet(1), Self.packet(2), Self.packet(4), Self.packet(900, ssrc: 0x2222_2222), Self.packet(901, ssrc: 0x2222_2222)] {
+            _ = receiver.receive(packet, now: 0) { events.append($0) }
+        }
+        #expect(Self.summary(events) == ["1", "2", "4", "source 22222222", "900", "901"])
+        #expect(receiver.ssrc == 0x2222_2222)
+    }
+
+    /// WHIP: a repair takes its place in the order; a sender gone leaves what was held handed on; another sender
+    /// (rtp://: another address) starts afresh, with no source change to report.
+    @Test func aRepairTakesItsPlaceAndTheEndHandsOnWhatIsHeld() {
+        var receiver = Self.whip()
+        var events: [RTPOrderedEvent] = []
+        for sequence: UInt16 in [1, 2, 4, 6] { _ = receiver.receive(Self.packet(sequence), now: 0) { events.append($0) } }
+        #expect(Self.summary(events) == ["1", "2"])
+        let rtx = Self.packet(7, ssrc: 0x0BAD_F00D, payloadType: 97, payload: [0, 3, 0x41, 9])
+        guard case .repaired(let original) = receiver.receive(rtx, now: 1, { events.append($0) }), original.sequenceNumber == 3 else {
+            Issue.record("not repaired")
+            return
+        }
+        #expect(Self.summary(events) == ["1", "2", "3", "4"])
+        receiver.flush { events.append($0) }
+        #expect(Self.summary(events) == ["1", "2", "3", "4", "6"])
+        var plain = Self.plain()
+        events = []
+        for sequence: UInt16 in [1, 2] { _ = plain.receive(Self.packet(sequence), now: 0) { events.append($0) } }
+        plain.senderChanged()
+        #expect(plain.ssrc == nil)
+        for sequence: UInt16 in [70, 71] { _ = plain.receive(Self.packet(sequence, ssrc: 0x4444_4444), now: 0) { events.append($0) } }
+        #expect(Self.summary(events) == ["1", "2", "70", "71"])
+    }
+}
+
+extension RTPReceiver {
+    /// `receive`, what it puts in order left aside (the feedback tests look only at what goes back).
+    mutating func receive(_ packet: RTPPacket, now: UInt64) -> Reception {
+        receive(packet, now: now) { _ in }
     }
 }

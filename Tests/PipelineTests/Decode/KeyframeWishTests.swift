@@ -105,7 +105,7 @@ import Testing
         thread.worker.enqueue(.connected(1, remote: "127.0.0.1:40000"))
         let lost = Self.slicePacket(of: 1, in: packets)  // a P-frame: frames 2 and 3 refer to what it lacks
         for (index, packet) in packets.enumerated() where index != lost {
-            _ = thread.worker.enqueue(try RTPPacket(parsing: packet[...]), datagram: packet, receivedAt: thread.clock.now, connection: 1)
+            _ = thread.worker.enqueue([.packet(try RTPPacket(parsing: packet[...]))], bytes: packet.count, receivedAt: thread.clock.now, connection: 1)
         }
         try thread.settle()
         #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc), .arrived], "wanted at the loss, settled by frame 4's IDR")
@@ -121,7 +121,7 @@ import Testing
         thread.worker.enqueue(.connected(1, remote: "127.0.0.1:40000"))
         let lost = Self.slicePacket(of: 9, in: packets)  // after the last IDR: no keyframe comes
         for (index, packet) in packets.enumerated() where index != lost {
-            _ = thread.worker.enqueue(try RTPPacket(parsing: packet[...]), datagram: packet, receivedAt: thread.clock.now, connection: 1)
+            _ = thread.worker.enqueue([.packet(try RTPPacket(parsing: packet[...]))], bytes: packet.count, receivedAt: thread.clock.now, connection: 1)
         }
         try thread.settle()
         #expect(signals.withLockedValue { $0 } == [.wanted(Self.ssrc)])

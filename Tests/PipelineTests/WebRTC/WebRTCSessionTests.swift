@@ -79,7 +79,7 @@ import Testing
         #expect(connected.session.isConnected)
         // Video still flows.
         let packet = try Self.protected(1, payload: [0x65, 1, 2, 3], keys: connected.keys)
-        guard case .video(let clear, _) = connected.session.receiveSRTP(packet, now: 2) else {
+        guard case .video(let events) = connected.session.receiveSRTP(packet, now: 2), case .packet(let clear)? = events.first else {
             Issue.record("video after the forged record was refused")
             return
         }
@@ -94,10 +94,14 @@ import Testing
         }
         // RTX: its own SSRC and sequence, the original sequence number (102, missing) in its first two bytes.
         let retransmission = try Self.protected(7, payloadType: 97, ssrc: 0x0bad_cafe, payload: [0, 102, 0x41, 5, 6], keys: connected.keys)
-        guard case .video(let packet, _) = connected.session.receiveSRTP(retransmission, now: 2) else {
+        guard case .video(let events) = connected.session.receiveSRTP(retransmission, now: 2) else {
             Issue.record("the retransmission was not turned into video")
             return
         }
+        #expect(events.isEmpty, "102 waits in the reorder window for 101, as 103 does")
+        let held = connected.session.takeHeldPackets()
+        #expect(held.count == 2)
+        guard case .packet(let packet)? = held.first else { Issue.record("\(held)"); return }
         #expect(packet.payloadType == 96 && packet.sequenceNumber == 102 && packet.ssrc == 0x1234_5678)
         #expect(Array(packet.payload) == [0x41, 5, 6])
         // A padding probe (no original sequence number) is nothing; so is a repeat of a packet that was not asked
@@ -177,7 +181,8 @@ extension WebRTCSessionTests {
         #expect(requests.retransmissionsRequested == 1 && requests.keyframeRequests == 0 && requests.datagrams.count == 1)
         #expect(try Self.feedbackMediaSSRC(try #require(requests.datagrams.first), keys: connected.keys) == Self.second)
         // Its answer, on a repair SSRC never seen before, is the new source's packet 5001.
-        guard case .video(let repaired, _) = try Self.send(connected, 1, ssrc: 0x0bad_f00d, payloadType: 97, payload: [0x13, 0x89, 0x41, 7], now: 24)
+        guard case .video(let events) = try Self.send(connected, 1, ssrc: 0x0bad_f00d, payloadType: 97, payload: [0x13, 0x89, 0x41, 7], now: 24),
+              case .packet(let repaired)? = events.first
         else { Issue.record("the retransmission on a new repair SSRC dropped"); return }
         #expect(repaired.ssrc == Self.second && repaired.sequenceNumber == 5001 && Array(repaired.payload) == [0x41, 7])
     }

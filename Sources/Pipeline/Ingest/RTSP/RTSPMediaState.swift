@@ -9,7 +9,8 @@ struct RTSPMediaState: Sendable {
     var server: SocketAddress?
     /// Which packets are the server's: nil until SETUP's answer (nothing is accepted before).
     var gate: RTSPMediaGate?
-    /// The RTP's receiving end: statistics (for noticing a server gone quiet), receiver reports, keyframe requests.
+    /// The RTP's receiving end: source validation and order, statistics (for noticing a server gone quiet),
+    /// receiver reports, keyframe requests.
     var receiver: RTPReceiver
     /// The server's RTCP said BYE for its source: the stream has ended.
     var goodbyeReceived = false
@@ -18,7 +19,7 @@ struct RTSPMediaState: Sendable {
 
     /// - Parameter now: the session's start: the first receiver report is a second after it, then one every 5 s.
     init(refusals: RateLimitedLogger, rtp: RTPSettings = RTPSettings(), now: UInt64 = 0) {
-        var configuration = RTPReceiver.Configuration(keyframes: rtp)
+        var configuration = RTPReceiver.Configuration(rtp)
         configuration.reportInterval = 5_000_000_000
         // An RTSP server may take our RTCP as a sign of life, before its first packet too.
         configuration.reportsBeforeMedia = true
@@ -33,9 +34,19 @@ struct RTSPMediaState: Sendable {
         receiver = RTPReceiver(configuration, now: now)
     }
 
-    /// An RTP packet the gate let through, counted for the receiver reports.
-    mutating func record(_ packet: RTPPacket, arrival: UInt64) {
-        _ = receiver.receive(packet, now: arrival)
+    /// An RTP packet the gate let through: validated as the server's source, counted for the receiver reports, and
+    /// put in order; what is in order now, for the decode thread.
+    mutating func receive(_ packet: RTPPacket, arrival: UInt64) -> [RTPOrderedEvent] {
+        var events: [RTPOrderedEvent] = []
+        _ = receiver.receive(packet, now: arrival) { events.append($0) }
+        return events
+    }
+
+    /// What the receiver still holds (the reorder window, probation), in order: the session ends.
+    mutating func takeHeldPackets() -> [RTPOrderedEvent] {
+        var events: [RTPOrderedEvent] = []
+        receiver.flush { events.append($0) }
+        return events
     }
 
     /// What the server's RTCP says, taken only from its own source: a sender report goes to the statistics (for the

@@ -164,25 +164,24 @@ extension RTSPSession {
         case malformed
     }
 
-    /// One RTP packet, parsed here once, to the reception statistics and the decode thread.
+    /// One RTP packet, parsed here once, to the session's receiver (`RTSPMediaState`), and what it put in order to
+    /// the decode thread.
     static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID)
         -> @Sendable (UnsafeRawBufferPointer) -> Delivery {
         { datagram in
             if !worker.acceptsMoreBytes { return .decoderBehind }
             let now = MonotonicClock.nanoseconds()
-            var bytes = worker.bytePool.take()
-            bytes.append(contentsOf: datagram)
             let packet: RTPPacket
             do {
-                packet = try RTPPacket(parsing: bytes[...])
+                // The payload stays a slice of this copy until the decode thread is done with it.
+                packet = try RTPPacket(parsing: [UInt8](datagram)[...])
             } catch {
-                worker.bytePool.recycle(bytes)
                 worker.metrics.rtpDiscarded(.malformed)
                 media.withLockedValue { $0.refusals.log(.warning, key: "malformed", now: now, "RTP from the server that is not well-formed (\(error)) dropped") }
                 return .malformed
             }
-            media.withLockedValue { $0.record(packet, arrival: now) }
-            _ = worker.enqueue(packet, datagram: bytes, receivedAt: now, connection: id)  // queued, even past the high-water mark
+            let events = media.withLockedValue { $0.receive(packet, arrival: now) }
+            _ = worker.enqueue(events, bytes: datagram.count, receivedAt: now, connection: id)  // queued, even past the high-water mark
             return .queued
         }
     }

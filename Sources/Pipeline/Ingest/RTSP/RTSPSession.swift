@@ -16,8 +16,6 @@ struct RTPSessionMedia: Sendable, Equatable {
     var clockRate: UInt32
     /// From the SDP (sprop-parameter-sets, sprop-vps/sps/pps): cameras may send them nowhere else.
     var parameterSets: [[UInt8]]
-    /// Every packet comes authenticated from the session's one sender (WebRTC's SRTP): see `RTPIngest`.
-    var authenticatedSources = false
 }
 
 /// What an RTSP client remembers from one session to the next about its server.
@@ -113,6 +111,9 @@ final class RTSPSession {
             case .stalled(let seconds): .idle(seconds: seconds)
             case let failure?: .connectionError(failure.description)
             }
+            // What the reorder window still holds goes first (the handlers are closed: nothing comes after it).
+            let held = media.withLockedValue { $0.takeHeldPackets() }
+            if !held.isEmpty { _ = worker.enqueue(held, bytes: 0, receivedAt: MonotonicClock.nanoseconds(), connection: id) }
             worker.enqueue(.disconnected(id, reason: reason))
         }
         return failure

@@ -4,7 +4,7 @@ import NIOCore
 /// Byte arrays handed from the network event loop to a decode thread and back, so that a steady stream makes no
 /// heap allocation per read: the event loop copies a read into a recycled array (`copy`), the decode thread
 /// returns it once the splitter is done with it (`recycle`). An array still referenced elsewhere when it comes
-/// back (held by the RTP reorder buffer, say) is simply copied on its next use: correct, just not free.
+/// back (held by a slice still in use, say) is simply copied on its next use: correct, just not free.
 final class ByteArrayPool: Sendable {
     /// Arrays kept at most, and the largest kept (a keyframe read whole may be bigger: that one is freed): at
     /// most 4 MiB held per stream. A steady stream has one or two arrays in flight.

@@ -117,7 +117,8 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// The source sending now.
     private var slot: SenderSlot<SocketAddress>
     private var idleCheck: RepeatedTask?
-    /// rtp:// with `keyframe_request`: asks the sender for keyframes the decoder wants, and again until it has one.
+    /// rtp://: validates the sender's source and puts its packets in order; with `keyframe_request`, asks it for
+    /// keyframes the decoder wants, and again until it has one.
     private var receiver: RTPReceiver?
     private var feedbackTimer: Scheduled<Void>?
     /// Out of its pipeline: a late wish of the decode thread sends nothing and arms no timer.
@@ -144,11 +145,12 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         // The handler lives on its channel's event loop: what runs later reaches it only through the loop.
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in bound.value.checkIdle() }
-        var feedback = RTPReceiver.Configuration(keyframes: configuration.rtp)
-        guard feedback.keyframeRequest != nil else { return }
-        // The decode thread parses the RTP: this receiver makes only the keyframe requests, and no reports.
-        feedback.reportInterval = nil
-        receiver = RTPReceiver(feedback, now: MonotonicClock.nanoseconds())
+        guard configuration.source.transport == .rtp else { return }
+        var settings = RTPReceiver.Configuration(configuration.rtp)
+        // A plain RTP sender listens for no RTCP but keyframe requests (where asked for): no reports.
+        settings.reportInterval = nil
+        receiver = RTPReceiver(settings, now: MonotonicClock.nanoseconds())
+        guard settings.keyframeRequest != nil else { return }
         let channel = context.channel
         // Called by the decode thread.
         worker.setKeyframeSignal { signal in
@@ -227,20 +229,22 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             reportLoss(id, datagrams: 1, because: "the decoder is behind", now: now)
             return
         }
-        let bytes = worker.bytePool.copy(envelope.data)
-        guard configuration.source.transport == .rtp else {
-            _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: id)
+        guard receiver != nil else {
+            _ = worker.enqueue(bytes: worker.bytePool.copy(envelope.data), receivedAt: now, connection: id)
             return
         }
-        // Parsed once, here: the decode thread takes the packet as it is.
+        // Parsed once, here, and put in order: the decode thread takes the packets as they are.
+        let packet: RTPPacket
         do {
-            let packet = try RTPPacket(parsing: bytes[...])
-            _ = worker.enqueue(packet, datagram: bytes, receivedAt: now, connection: id)
+            packet = try RTPPacket(parsing: Array(envelope.data.readableBytesView)[...])
         } catch {
-            worker.bytePool.recycle(bytes)
             metrics.rtpDiscarded(.malformed)
             log.log(.warning, key: "malformed", now: now, "a datagram from \(source) that is not RTP (\(error)) dropped")
+            return
         }
+        var events: [RTPOrderedEvent] = []
+        _ = receiver?.receive(packet, now: now) { events.append($0) }
+        _ = worker.enqueue(events, bytes: envelope.data.readableBytes, receivedAt: now, connection: id)
     }
 
     /// `source`'s id as the stream's sender: the current one's, or a new one's that the policy admits; nil when
@@ -334,6 +338,11 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// `id` is no longer the sender (released, or taken over): the decode thread hears it.
     private func ended(_ id: ConnectionID, reason: DisconnectReason) {
         lossWindow = nil
+        // rtp://: what the reorder window still holds goes first; the next sender's packets are ordered afresh.
+        var held: [RTPOrderedEvent] = []
+        receiver?.flush { held.append($0) }
+        receiver?.senderChanged()
+        if !held.isEmpty { _ = worker.enqueue(held, bytes: 0, receivedAt: MonotonicClock.nanoseconds(), connection: id) }
         worker.enqueue(.disconnected(id, reason: reason))
     }
 }

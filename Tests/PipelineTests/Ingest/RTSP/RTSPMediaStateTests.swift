@@ -41,18 +41,24 @@ import Testing
                                   activity: SenderActivity(), logger: logger, metrics: metrics)
         let media = NIOLockedValueBox(Self.state())
         let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7)
-        let packet = Self.packet(sequence: 7) + [0x65, 0x88]
-        let queued = packet.withUnsafeBytes(deliver)
-        #expect(queued == .queued)
+        // Two packets in sequence: the server's source passes probation, both come out in order in one item.
+        let packets = [Self.packet(sequence: 7) + [0x65, 0x88], Self.packet(sequence: 8) + [0x41, 0x9A]]
+        for packet in packets {
+            let queued = packet.withUnsafeBytes(deliver)
+            #expect(queued == .queued)
+        }
         let counted = media.withLockedValue { $0.receiver.statistics }
         #expect(counted.ssrc == Self.serverSSRC && counted.lastArrival != nil)
-        guard case .rtp(let parsed, let datagram, _, 7)? = worker.queue.pop(waitingAtMost: 0)?.item else {
-            Issue.record("the packet was not queued as RTP of connection 7")
+        let items = [worker.queue.pop(waitingAtMost: 0)?.item, worker.queue.pop(waitingAtMost: 0)?.item]
+        guard case .rtp(let none, let firstBytes, _, 7)? = items[0], case .rtp(let events, let secondBytes, _, 7)? = items[1] else {
+            Issue.record("not queued as RTP of connection 7: \(items)")
             return
         }
-        #expect(parsed.sequenceNumber == 7 && Array(parsed.payload) == [0x65, 0x88] && datagram == packet)
+        #expect(none.isEmpty && firstBytes == packets[0].count && secondBytes == packets[1].count)
+        let parsed = events.compactMap { if case .packet(let packet) = $0 { packet } else { nil } }
+        #expect(parsed.map(\.sequenceNumber) == [7, 8] && parsed.map { Array($0.payload) } == [[0x65, 0x88], [0x41, 0x9A]])
         // A header with no payload, and padding longer than the payload: not RTP.
-        for bad in [Self.packet(sequence: 8), Self.packet(sequence: 9, padding: true) + [0x65, 9]] {
+        for bad in [Self.packet(sequence: 9), Self.packet(sequence: 9, padding: true) + [0x65, 9]] {
             let verdict = bad.withUnsafeBytes(deliver)
             #expect(verdict == .malformed)
         }
@@ -63,7 +69,7 @@ import Testing
 
     @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() throws {
         var state = Self.state()
-        state.record(try RTPPacket(parsing: Self.packet(sequence: 1)[...] + [0x65]), arrival: 1_000_000_000)
+        for sequence: UInt16 in [1, 2] { _ = state.receive(try RTPPacket(parsing: Self.packet(sequence: sequence)[...] + [0x65]), arrival: 1_000_000_000) }
         var foreign = RTPReceptionStatistics.SenderNews()
         foreign.senderReport = .init(ssrc: 0xDEAD_BEEF, ntpTimestamp: 0x1122_3344_5566_7788)
         let notedForeign = state.note(foreign, arrival: 1_100_000_000)
