@@ -132,8 +132,14 @@ public struct RTPReceiver: Sendable {
             reception = .media
         }
         let media = if case .repaired(let original) = reception { original } else { packet }
+        // The statistics count each packet once, at its arrival, where it is of the source already confirmed; where
+        // anyone may send, a new source's first packets count when it is confirmed (they come out then), and a
+        // stranger's never count.
+        let confirmed = order.ssrc
         if configuration.authenticatedSources {
             if media.ssrc != statistics.ssrc, !follow(media.ssrc, now: now) { return .ignored }
+            record(media, now: now)
+        } else if media.ssrc == confirmed {
             record(media, now: now)
         }
         var events = ordered
@@ -141,14 +147,9 @@ public struct RTPReceiver: Sendable {
         events.removeAll(keepingCapacity: true)
         order.push(media) { events.append($0) }
         for event in events {
-            if !configuration.authenticatedSources {
-                // Only what passed validation counts: a stranger's packets never move the statistics or the source.
-                switch event {
-                case .packet(let packet):
-                    if packet.ssrc != statistics.ssrc { adopt(packet.ssrc, now: now) }
-                    record(packet, now: now)
-                case .sourceChanged, .discarded: break
-                }
+            if !configuration.authenticatedSources, case .packet(let released) = event, released.ssrc != confirmed {
+                if released.ssrc != statistics.ssrc { adopt(released.ssrc, now: now) }
+                record(released, now: now)
             }
             deliver(event)
         }

@@ -249,6 +249,16 @@ import Testing
         #expect(receiver.ssrc == Self.video, "the stranger's SSRC was never followed")
     }
 
+    /// The statistics count each packet at its arrival, a packet held in the window too (the jitter of the receiver
+    /// reports, and the RTSP watch's sign of life, must not wait for the window); a stranger's never.
+    @Test func theStatisticsCountPacketsAtTheirArrival() {
+        var receiver = Self.plain()
+        for (sequence, now) in [(UInt16(1), UInt64(10)), (2, 20), (4, 30)] { _ = receiver.receive(Self.packet(sequence), now: now) }
+        #expect(receiver.statistics.lastArrival == 30, "4 is held, but it came")
+        _ = receiver.receive(Self.packet(50, ssrc: 0x0BAD_0BAD), now: 40)
+        #expect(receiver.statistics.lastArrival == 30 && receiver.ssrc == Self.video)
+    }
+
     /// A missing packet is given up on once the window is full: the packets after it come out, the gap is the
     /// depacketizer's to see.
     @Test func aPacketMissingPastTheWindowIsLeftBehind() {

@@ -243,11 +243,22 @@ import Testing
         let engine = try Engine()
         let client = try Client(port: 40000)
         try Self.connect(client, to: engine)
+        // 4 waits in the reorder window for 3 when the session ends: it reaches the decode thread before the end.
+        for sequence: UInt16 in [1, 2, 4] { _ = engine.receive(try client.video(sequence), from: client) }
+        #expect(engine.deliveredPackets().map(\.sequenceNumber) == [1, 2])
         #expect(!engine.table.delete(stream: "screen", session: "not-a-session", now: engine.now))
         #expect(engine.table.delete(stream: "screen", session: client.session, now: engine.now))
         let outputs = engine.table.takeOutputs()
         #expect(engine.table.sessionCount == 0 && outputs.contains(.peerLeft(client.address)))
         #expect(client.datagrams(in: outputs).contains { $0.first == 21 }, "close_notify")
+        let items = engine.work().compactMap { item -> String? in
+            switch item {
+            case .rtp(let events, _, _, _): events.map { if case .packet(let packet) = $0 { "\(packet.sequenceNumber)" } else { "\($0)" } }.joined()
+            case .disconnected: "disconnected"
+            default: nil  // the status line
+            }
+        }
+        #expect(items == ["4", "disconnected"])
     }
 
     /// A browser closing its side (`pc.close()`, a tab closed) without a DELETE: the stream hears its sender left.

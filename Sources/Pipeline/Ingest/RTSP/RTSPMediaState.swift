@@ -14,6 +14,8 @@ struct RTSPMediaState: Sendable {
     var receiver: RTPReceiver
     /// The server's RTCP said BYE for its source: the stream has ended.
     var goodbyeReceived = false
+    /// The session ended (`RTSPSession.finish`): its last packets and `.disconnected` are queued, nothing more is.
+    var ended = false
     /// Refused packets, logged at most once per 10 s per kind.
     var refusals: RateLimitedLogger
 

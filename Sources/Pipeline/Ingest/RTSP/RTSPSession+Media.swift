@@ -162,6 +162,8 @@ extension RTSPSession {
         case decoderBehind
         /// No RTP packet (counted as discarded, logged at most once per 10 s).
         case malformed
+        /// The session has ended (`finish`): nothing goes to the decode thread any more.
+        case sessionEnded
     }
 
     /// One RTP packet, parsed here once, to the session's receiver (`RTSPMediaState`), and what it put in order to
@@ -180,9 +182,25 @@ extension RTSPSession {
                 media.withLockedValue { $0.refusals.log(.warning, key: "malformed", now: now, "RTP from the server that is not well-formed (\(error)) dropped") }
                 return .malformed
             }
-            let events = media.withLockedValue { $0.receive(packet, arrival: now) }
-            _ = worker.enqueue(events, bytes: datagram.count, receivedAt: now, connection: id)  // queued, even past the high-water mark
-            return .queued
+            // Queued under the lock: what `finish` queues can come neither before nor after it.
+            return media.withLockedValue { state in
+                guard !state.ended else { return .sessionEnded }
+                let events = state.receive(packet, arrival: now)
+                _ = worker.enqueue(events, bytes: datagram.count, receivedAt: now, connection: id)  // even past the high-water mark
+                return .queued
+            }
+        }
+    }
+
+    /// The session ends: what the receiver still holds goes to the decode thread, then `.disconnected`, under the
+    /// media lock, so that no packet of a handler still running (their channels close asynchronously) comes between
+    /// or after; their later packets go nowhere.
+    static func finish(media: NIOLockedValueBox<RTSPMediaState>, worker: StreamWorker, id: ConnectionID, reason: DisconnectReason) {
+        media.withLockedValue { state in
+            state.ended = true
+            let held = state.takeHeldPackets()
+            if !held.isEmpty { _ = worker.enqueue(held, bytes: 0, receivedAt: MonotonicClock.nanoseconds(), connection: id) }
+            worker.enqueue(.disconnected(id, reason: reason))
         }
     }
 }

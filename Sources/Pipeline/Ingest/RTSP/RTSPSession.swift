@@ -111,10 +111,7 @@ final class RTSPSession {
             case .stalled(let seconds): .idle(seconds: seconds)
             case let failure?: .connectionError(failure.description)
             }
-            // What the reorder window still holds goes first (the handlers are closed: nothing comes after it).
-            let held = media.withLockedValue { $0.takeHeldPackets() }
-            if !held.isEmpty { _ = worker.enqueue(held, bytes: 0, receivedAt: MonotonicClock.nanoseconds(), connection: id) }
-            worker.enqueue(.disconnected(id, reason: reason))
+            Self.finish(media: media, worker: worker, id: id, reason: reason)
         }
         return failure
     }

@@ -67,6 +67,32 @@ import Testing
         #expect(registry.samples()[#"streamrecvd_rtp_packets_discarded_total{stream="cam",reason="malformed"}"#] == 2)
     }
 
+    /// The session's end queues what the reorder window holds, then `.disconnected`; a handler still delivering
+    /// afterwards (its channel closes asynchronously) queues nothing.
+    @Test func theEndQueuesWhatIsHeldThenTheDisconnectAndNothingAfter() throws {
+        let logger = Logger(label: "test")
+        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: PrometheusCollectorRegistry()))
+        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
+        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
+                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let media = NIOLockedValueBox(Self.state())
+        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7)
+        for sequence: UInt16 in [1, 2, 4] { _ = (Self.packet(sequence: sequence) + [0x41]).withUnsafeBytes(deliver) }
+        RTSPSession.finish(media: media, worker: worker, id: 7, reason: .closedBySender)
+        let late = (Self.packet(sequence: 3) + [0x41]).withUnsafeBytes(deliver)
+        #expect(late == .sessionEnded)
+        var items: [String] = []
+        while let item = worker.queue.pop(waitingAtMost: 0)?.item {
+            switch item {
+            case .rtp(let events, _, _, _):
+                items.append(events.map { if case .packet(let packet) = $0 { "\(packet.sequenceNumber)" } else { "\($0)" } }.joined(separator: ","))
+            case .disconnected: items.append("disconnected")
+            default: items.append("other")
+            }
+        }
+        #expect(items == ["", "1,2", "", "4", "disconnected"], "probation, the first two, 4 held, what the window held, the end")
+    }
+
     @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() throws {
         var state = Self.state()
         for sequence: UInt16 in [1, 2] { _ = state.receive(try RTPPacket(parsing: Self.packet(sequence: sequence)[...] + [0x65]), arrival: 1_000_000_000) }
