@@ -2,14 +2,22 @@
 /// up to `window − 1` later ones is slotted into place; when the window is full and the next expected packet is
 /// still missing, it is declared lost and the buffer moves on (the depacketizer then reports the gap). Packets
 /// older than what was already released, and duplicates, are dropped by the depacketizer.
+///
+/// The held packets sit in a ring of `window` slots, the next expected packet's at `head`: each step costs the same
+/// whatever the window (it runs on the event loop that every stream shares), and finding the oldest packet held
+/// scans only the slots of packets given up on.
 public struct RTPReorderBuffer: Sendable {
     public let window: Int
     private var expected: UInt16?
-    private var waiting: [UInt16: RTPPacket] = [:]
+    /// Packets ahead of `expected`: the one `d` ahead at `(head + d) % window`.
+    private var slots: [RTPPacket?]
+    private var head = 0
+    private var held = 0
 
     public init(window: Int = 16) {
         precondition(window >= 1, "window must hold at least one packet")
         self.window = window
+        slots = Array(repeating: nil, count: window)
     }
 
     /// Takes one packet; `release` receives the packets that are now in order.
@@ -19,43 +27,62 @@ public struct RTPReorderBuffer: Sendable {
             release(packet)
             return
         }
-        let distance = packet.sequenceNumber &- next
-        if distance >= 0x8000 {
+        if packet.sequenceNumber &- next >= 0x8000 {
             release(packet)  // late or duplicate: the depacketizer counts and drops it
             return
         }
-        if distance == 0 {
-            expected = next &+ 1
+        // Too far ahead: give up on the missing packets up to the oldest one held, until it fits the window (or,
+        // with nothing held, jump to it).
+        while Int(packet.sequenceNumber &- expected!) >= window {
+            guard let oldest = oldestHeldOffset() else {
+                expected = packet.sequenceNumber
+                break
+            }
+            skip(oldest)
+            drainInOrder(release)
+        }
+        let ahead = Int(packet.sequenceNumber &- expected!)
+        if ahead == 0 {
+            expected = packet.sequenceNumber &+ 1
+            head = (head + 1) % window
             release(packet)
             drainInOrder(release)
             return
         }
-        waiting[packet.sequenceNumber] = packet
-        // Too far ahead, or the window is full: give up on the missing packets up to the oldest one held.
-        while let oldest = oldestWaiting(), waiting.count >= window || Int(packet.sequenceNumber &- expected!) >= window {
-            expected = oldest
-            drainInOrder(release)
-            if waiting.isEmpty { break }
-        }
+        // Held until what it waits for comes, or a packet a window ahead of that gives up on it.
+        let index = (head + ahead) % window
+        if slots[index] == nil { held += 1 }
+        slots[index] = packet
     }
 
     /// Releases everything held, in order (end of stream).
     public mutating func flush(_ release: (RTPPacket) -> Void) {
-        while let oldest = oldestWaiting() {
-            expected = oldest
+        while let oldest = oldestHeldOffset() {
+            skip(oldest)
             drainInOrder(release)
         }
     }
 
     private mutating func drainInOrder(_ release: (RTPPacket) -> Void) {
-        while let next = expected, let packet = waiting.removeValue(forKey: next) {
-            expected = next &+ 1
+        while let packet = slots[head] {
+            slots[head] = nil
+            held -= 1
+            head = (head + 1) % window
+            expected = expected! &+ 1
             release(packet)
         }
     }
 
-    private func oldestWaiting() -> UInt16? {
-        guard let next = expected else { return nil }
-        return waiting.keys.min { ($0 &- next) < ($1 &- next) }
+    /// The next expected packet is `offset` ahead: those before it are lost.
+    private mutating func skip(_ offset: Int) {
+        head = (head + offset) % window
+        expected = expected! &+ UInt16(truncatingIfNeeded: offset)
+    }
+
+    /// How far ahead of `expected` the oldest packet held is; nil when none is.
+    private func oldestHeldOffset() -> Int? {
+        guard held > 0 else { return nil }
+        for offset in 0..<window where slots[(head + offset) % window] != nil { return offset }
+        return nil
     }
 }

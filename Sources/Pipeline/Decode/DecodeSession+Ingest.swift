@@ -9,7 +9,7 @@ extension DecodeSession {
     // MARK: - Annex B (tcp://, udp://)
 
     func receive(_ bytes: [UInt8], at time: UInt64) {
-        bytesThisConnection += Int64(bytes.count)
+        sender.received(bytes: bytes.count)
         telemetry.received(bytes: bytes.count)
         appendAnnexB(bytes[...], at: time)
     }
@@ -57,7 +57,7 @@ extension DecodeSession {
     /// What the transport's RTP receiver made of one datagram `bytes` long, in order: packets to depacketize (the
     /// marker bit ends the access unit at once), a source change, packets it discarded.
     func receive(_ events: [RTPOrderedEvent], bytes: Int, at time: UInt64) {
-        bytesThisConnection += Int64(bytes)
+        sender.received(bytes: bytes)
         telemetry.received(bytes: bytes)
         var lastSSRC: UInt32?
         for event in events {

@@ -7,7 +7,7 @@ import Logging
 /// the next access unit's first bytes end one (that Annex B rule still applies inside the PES payloads).
 extension DecodeSession {
     func receiveTransportStream(_ bytes: [UInt8], at time: UInt64) {
-        bytesThisConnection += Int64(bytes.count)
+        sender.received(bytes: bytes.count)
         telemetry.received(bytes: bytes.count)
         let demuxed: Void? = framing.withTransportStream { ingest in
             ingest.recordNextArrival = true

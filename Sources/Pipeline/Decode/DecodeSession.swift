@@ -41,13 +41,12 @@ final class DecodeSession {
     /// H.264 reference pictures lost whole (a frame_num gap after a loss): counted as dropped.
     var missingReferences = MissingReferences()
     var orientation: DisplayOrientation?
-    var connection: ConnectionID?
-    var bytesThisConnection: Int64 = 0
-    private var lastProgressReport: UInt64 = 0
+    /// Whom the input comes from (SenderPhase.swift).
+    var sender = SenderPhase.none
+    /// The connected sender's id: work items of any other are stale.
+    var connection: ConnectionID? { sender.connection }
     /// When the ring's name is checked next.
     private var nextRingCheck: UInt64 = 0
-    /// Since when the stream has had no sender, while its decoder is still open (`decoder_linger`).
-    private var senderGoneSince: UInt64?
     /// Reused for every chunk, NAL unit and access unit: nothing here allocates per frame in steady state.
     var nalUnitScratch: [NALUnit] = []
     var eventScratch: [AssemblerEvent] = []
@@ -136,11 +135,8 @@ final class DecodeSession {
             usleep(UInt32(stall * 1_000_000))
         }
         if connection != nil { end(reason: .takenOver) }
-        connection = id
-        senderGoneSince = nil
+        sender = .connected(SenderConnection(id: id))
         sessionMedia = nil
-        bytesThisConnection = 0
-        lastProgressReport = 0
         startAfresh()
         framing = Framing.initial(for: configuration)
         let clockRate: UInt32 = switch configuration.source {
@@ -193,18 +189,17 @@ final class DecodeSession {
         finishInput()
         settleKeyframeWish(healed: false)
         telemetry.senderEnded()
+        let bytes = if case .connected(let gone) = sender { gone.bytes } else { Int64(0) }
         telemetry.log(.info, key: "disconnected-\(reason.kind)",
-                      "sender disconnected: \(reason) (\(bytesThisConnection) bytes, \(assembler.statistics.accessUnits) access units)")
-        connection = nil
-        senderGoneSince = clock.now()
+                      "sender disconnected: \(reason) (\(bytes) bytes, \(assembler.statistics.accessUnits) access units)")
+        sender = .gone(since: clock.now())
     }
 
     /// `decoder_linger` after the sender left, the decoder is closed: a 1080p decoder holds about 25 MB of frames
     /// (4K: about 100), for nothing while no one sends.
     private func releaseLingeringDecoder(now: UInt64) {
-        guard connection == nil, let since = senderGoneSince,
-              now >= since &+ UInt64(configuration.decoderLinger * 1e9) else { return }
-        senderGoneSince = nil
+        guard case .gone(let since) = sender, now >= since &+ UInt64(configuration.decoderLinger * 1e9) else { return }
+        sender = .none
         guard decoder.holdsResources else { return }
         decoder.release()
         telemetry.log(.info, key: "decoder-released",
@@ -254,8 +249,7 @@ final class DecodeSession {
 
     /// The sender delivered valid video: told to the listener at most every 50 ms.
     func reportProgress(now: UInt64) {
-        guard let connection, now &- lastProgressReport >= 50_000_000 else { return }
-        lastProgressReport = now
+        guard let connection = sender.progressDue(now: now) else { return }
         worker.activity.progressed(connection, at: now)
     }
 }

@@ -86,7 +86,11 @@ final class StreamWorker: Sendable {
         }
     }
 
-    func enqueue(_ work: Work) { queue.push(work) }
+    /// What every work item counts against the backlog at the least: connects and disconnects are work too, and a
+    /// flood of them (a new sender per datagram, taking over) must hold the listener back as bytes do.
+    static let leastItemBytes = 256
+
+    func enqueue(_ work: Work) { queue.push(work, bytes: Self.leastItemBytes) }
 
     /// Tells the network side what the decoder wants of keyframes; false where nothing listens.
     func signalKeyframe(_ news: KeyframeWish.Signal) -> Bool {
@@ -117,7 +121,7 @@ final class StreamWorker: Sendable {
     /// Queues what the stream's RTP receiver made of a datagram `bytes` long (rtp://, rtsp://, whip). Returns false
     /// when the backlog is over the high-water mark, as `enqueue(bytes:)`.
     func enqueue(_ events: [RTPOrderedEvent], bytes: Int, receivedAt time: UInt64, connection: ConnectionID) -> Bool {
-        queue.push(.rtp(events, bytes: bytes, receivedAt: time, connection: connection), bytes: bytes) < backlogHighWater
+        queue.push(.rtp(events, bytes: bytes, receivedAt: time, connection: connection), bytes: max(bytes, Self.leastItemBytes)) < backlogHighWater
     }
 
     /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.

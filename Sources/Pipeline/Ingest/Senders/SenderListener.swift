@@ -218,6 +218,26 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             log.log(.warning, key: "not-allowed", now: now, "datagrams from a source outside allow ignored (latest from \(source))")
             return
         }
+        // rtp://: parsed first, once, so that what is no RTP makes no one the sender.
+        var packet: RTPPacket?
+        if receiver != nil {
+            do {
+                packet = try RTPPacket(parsing: Array(envelope.data.readableBytesView)[...])
+            } catch {
+                metrics.rtpDiscarded(.malformed)
+                log.log(.warning, key: "malformed", now: now, "a datagram from \(source) that is not RTP (\(error)) dropped")
+                return
+            }
+        }
+        // A new sender's connect and the last one's disconnect are work for the decode thread too: while it is
+        // behind, nobody new is let in (a flood of new source ports taking over one after another would queue
+        // without bound).
+        if slot.occupant?.sender != source, !worker.acceptsMoreBytes {
+            metrics.refused(.rateLimited)
+            log.log(.warning, key: "new-sender-behind", now: now,
+                    "datagrams from a new sender ignored while the decoder is behind (latest from \(source))")
+            return
+        }
         guard let id = sender(source, now: now) else { return }
         // A datagram that filled its buffer may have been longer (the kernel cut it): lost, not decoded damaged.
         guard envelope.data.readableBytes < messageBytes else {
@@ -229,19 +249,11 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             reportLoss(id, datagrams: 1, because: "the decoder is behind", now: now)
             return
         }
-        guard receiver != nil else {
+        guard let packet else {
             _ = worker.enqueue(bytes: worker.bytePool.copy(envelope.data), receivedAt: now, connection: id)
             return
         }
-        // Parsed once, here, and put in order: the decode thread takes the packets as they are.
-        let packet: RTPPacket
-        do {
-            packet = try RTPPacket(parsing: Array(envelope.data.readableBytesView)[...])
-        } catch {
-            metrics.rtpDiscarded(.malformed)
-            log.log(.warning, key: "malformed", now: now, "a datagram from \(source) that is not RTP (\(error)) dropped")
-            return
-        }
+        // Put in order: the decode thread takes the packets as they are.
         var events: [RTPOrderedEvent] = []
         _ = receiver?.receive(packet, now: now) { events.append($0) }
         _ = worker.enqueue(events, bytes: envelope.data.readableBytes, receivedAt: now, connection: id)
