@@ -91,6 +91,7 @@ final class DecodeSession {
             case .listening:
                 telemetry.setState(.waiting)
             case .connected(let id, let remote):
+                worker.connectTaken()
                 begin(id, remote: remote)
             case .bytes(let bytes, let time, let id):
                 if id == connection { receive(bytes, at: time) }

@@ -64,6 +64,8 @@ final class StreamWorker: Sendable {
     /// The decode thread's time, and the watchdog's measure of it.
     let clock: DecodeClock
     private let finished = ConditionLock(value: false)
+    /// `.connected` items queued and not yet taken (`admitsNewSenders`).
+    private let connectsQueued = NIOLockedValueBox(0)
 
     init(configuration: StreamConfiguration, ringEvents: RingEventReporter,
          activity: SenderActivity, logger: Logger, metrics: StreamMetrics, clock: DecodeClock = .monotonic) {
@@ -90,7 +92,21 @@ final class StreamWorker: Sendable {
     /// flood of them (a new sender per datagram, taking over) must hold the listener back as bytes do.
     static let leastItemBytes = 256
 
-    func enqueue(_ work: Work) { queue.push(work, bytes: Self.leastItemBytes) }
+    func enqueue(_ work: Work) {
+        if case .connected = work { connectsQueued.withLockedValue { $0 += 1 } }
+        queue.push(work, bytes: Self.leastItemBytes)
+    }
+
+    /// New senders' connects queued at most before a datagram listener lets no other one in (a flood of new source
+    /// ports, each taking over, would queue a connect and a disconnect per datagram). Bytes do not count here: a
+    /// sender that floods junk must not keep the real one from taking over once it delivers no video.
+    static let maximumConnectsQueued = 16
+
+    /// Whether a datagram listener may let a new sender in now.
+    var admitsNewSenders: Bool { connectsQueued.withLockedValue { $0 } < Self.maximumConnectsQueued }
+
+    /// Decode thread: a `.connected` item was taken.
+    func connectTaken() { connectsQueued.withLockedValue { $0 -= 1 } }
 
     /// Tells the network side what the decoder wants of keyframes; false where nothing listens.
     func signalKeyframe(_ news: KeyframeWish.Signal) -> Bool {

@@ -42,6 +42,8 @@ final class WebRTCSession {
     private(set) var state = State.awaitingConnectivity
     /// The video's RTP: sources, RTX, NACK, reports and keyframe requests (the RTCP it makes is protected here).
     private(set) var receiver: RTPReceiver
+    /// A loss of this session's is the last item queued for the decode thread (the table queues one per run).
+    var lossQueued = false
     /// The receiver's SSRC in our RTCP.
     var localSSRC: UInt32 { receiver.configuration.localSSRC }
     private let identity: DTLSIdentity

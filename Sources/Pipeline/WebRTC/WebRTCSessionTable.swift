@@ -263,11 +263,14 @@ final class WebRTCSessionTable {
         let worker = route.worker
         guard worker.acceptsMoreBytes else {
             route.metrics.datagramsLost.increment()
-            worker.enqueue(.datagramsLost(session.connection))
+            // One item for a run of losses with nothing queued between them: a run is one gap.
+            if !session.lossQueued { worker.enqueue(.datagramsLost(session.connection)) }
+            session.lossQueued = true
             let kept = events.filter { if case .packet = $0 { false } else { true } }
             if !kept.isEmpty { _ = worker.enqueue(kept, bytes: 0, receivedAt: now, connection: session.connection) }
             return
         }
+        session.lossQueued = false
         _ = worker.enqueue(events, bytes: bytes, receivedAt: now, connection: session.connection)
     }
 

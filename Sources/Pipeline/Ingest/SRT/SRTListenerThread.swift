@@ -23,6 +23,8 @@ final class SRTListenerThread {
     private var slot: SenderSlot<SRTSOCKET>
     private var log: RateLimitedLogger
     private var nextStatistics: UInt64 = 0
+    /// A loss is the last item queued for the decode thread: the next adds nothing until data follows it.
+    private var lossQueued = false
     /// When to give freed memory back to the system, after callers were closed (`returnFreedMemory`).
     private var trimDue: UInt64?
     /// One SRT message at a time is read into this, then appended to the bytes for the decode thread.
@@ -103,6 +105,7 @@ final class SRTListenerThread {
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
         srt_epoll_add_usock(epoll, socket, &events)
         worker.enqueue(.connected(id, remote: "srt \(remote)"))
+        lossQueued = false
     }
 
     /// Why the caller's encryption does not match `passphrase`; nil when it does. With encryption not enforced,
@@ -149,12 +152,15 @@ final class SRTListenerThread {
         }
         if !bytes.isEmpty {
             if worker.acceptsMoreBytes {
+                lossQueued = false
                 _ = worker.enqueue(bytes: bytes, receivedAt: now, connection: current.id)
             } else {
                 // SRT cannot be held back: dropped here, and said to the decode thread, which marks the frames the
                 // hole damages (a continuity counter gap would miss a multiple of 16 lost packets).
                 metrics.datagramsLost.increment()
-                worker.enqueue(.datagramsLost(current.id))
+                // One item for a run of losses with nothing queued between them: a run is one gap.
+                if !lossQueued { worker.enqueue(.datagramsLost(current.id)) }
+                lossQueued = true
                 log.log(.warning, key: "srt-behind", now: now,
                         "decoder behind: \(bytes.count) bytes from the SRT caller dropped (the frames they damage are flagged)")
                 worker.bytePool.recycle(bytes)

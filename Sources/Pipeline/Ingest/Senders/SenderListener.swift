@@ -126,6 +126,8 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// The socket's drop counter (SO_MEMINFO) when last read; nil until read once or where unsupported.
     private var kernelDrops: UInt32?
     private var readingBatch = false
+    /// The sender whose loss is the last item queued (`reportLoss`): another loss adds nothing until data follows it.
+    private var lossQueued: ConnectionID?
     /// After a kernel drop: bytes still to read (of any source) before the gap is surely behind us, and whether
     /// the batch that revealed it is still being read (it came out of the queue before the count was taken).
     private var lossWindow: (remaining: Int, inRevealingBatch: Bool)?
@@ -218,7 +220,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             log.log(.warning, key: "not-allowed", now: now, "datagrams from a source outside allow ignored (latest from \(source))")
             return
         }
-        // rtp://: parsed first, once, so that what is no RTP makes no one the sender.
+        // rtp://: parsed first, once, so that what is no RTP of the stream's payload type makes no one the sender.
         var packet: RTPPacket?
         if receiver != nil {
             do {
@@ -229,13 +231,19 @@ final class DatagramSenderHandler: ChannelInboundHandler {
                 return
             }
         }
-        // A new sender's connect and the last one's disconnect are work for the decode thread too: while it is
-        // behind, nobody new is let in (a flood of new source ports taking over one after another would queue
-        // without bound).
-        if slot.occupant?.sender != source, !worker.acceptsMoreBytes {
+        if let packet, packet.payloadType != configuration.rtp.payloadType {
+            metrics.rtpPayloadsDropped.increment()
+            log.log(.warning, key: "payload-type", now: now,
+                    "RTP of payload type \(packet.payloadType) from \(source), not the stream's rtp_payload_type \(configuration.rtp.payloadType): dropped (wrong_payload_type)")
+            return
+        }
+        // A new sender's connect and the last one's disconnect are work for the decode thread: while it has many
+        // connects still to take, nobody new is let in (a flood of new source ports taking over one after another
+        // would queue without bound).
+        if slot.occupant?.sender != source, !worker.admitsNewSenders {
             metrics.refused(.rateLimited)
             log.log(.warning, key: "new-sender-behind", now: now,
-                    "datagrams from a new sender ignored while the decoder is behind (latest from \(source))")
+                    "datagrams from a new sender ignored while the decoder has \(StreamWorker.maximumConnectsQueued) senders' connects still to take (latest from \(source))")
             return
         }
         guard let id = sender(source, now: now) else { return }
@@ -249,6 +257,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             reportLoss(id, datagrams: 1, because: "the decoder is behind", now: now)
             return
         }
+        lossQueued = nil
         guard let packet else {
             _ = worker.enqueue(bytes: worker.bytePool.copy(envelope.data), receivedAt: now, connection: id)
             return
@@ -333,7 +342,10 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     /// `datagrams` of the sender were lost right here.
     private func reportLoss(_ id: ConnectionID, datagrams: Int, because reason: String, now: UInt64) {
         metrics.datagramsLost.increment(by: Int64(datagrams))
-        worker.enqueue(.datagramsLost(id))
+        // Losses with nothing queued between them are one gap: one item, however many datagrams (a sender flooding
+        // a decoder that is behind would otherwise queue an item per datagram).
+        if lossQueued != id { worker.enqueue(.datagramsLost(id)) }
+        lossQueued = id
         log.log(.warning, key: "lost-\(reason)", now: now, "\(datagrams) datagram(s) lost: \(reason)")
     }
 

@@ -25,9 +25,14 @@ import Testing
         return (channel, worker, registry)
     }
 
-    static func packet(_ sequence: UInt16, ssrc: UInt32 = 0x1234) -> [UInt8] {
-        [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0x0B, 0xB8]
+    static func packet(_ sequence: UInt16, ssrc: UInt32 = 0x1234, payloadType: UInt8 = 96, payload: Int = 0) -> [UInt8] {
+        [0x80, payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0x0B, 0xB8]
             + (0..<4).map { UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * $0)) } + [0x41, UInt8(sequence & 0xFF)]
+            + [UInt8](repeating: 0x55, count: payload)
+    }
+
+    static func sample(_ registry: PrometheusCollectorRegistry, _ series: String) -> Double? {
+        registry.samples()["streamrecvd_\(series)"]
     }
 
     static func send(_ bytes: [UInt8], from port: Int, on channel: EmbeddedChannel) throws {
@@ -77,6 +82,47 @@ import Testing
         try Self.send([0x80, 96, 0, 2], from: 40000, on: channel)
         #expect(Self.items(worker) == ["connected", "-"])
         #expect(registry.samples()[#"streamrecvd_rtp_packets_discarded_total{stream="cam",reason="malformed"}"#] == 1)
+        _ = try channel.finish()
+    }
+
+    /// Another payload type (RTCP sent to the RTP port, say) is dropped before it could make its source the sender.
+    @Test func anotherPayloadTypeMakesNoOneTheSender() throws {
+        let (channel, worker, registry) = try Self.fixture()
+        try Self.send(Self.packet(1, payloadType: 0), from: 40000, on: channel)
+        try Self.send([0x80, 200, 0, 6, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 20), from: 40000, on: channel)  // an RTCP SR
+        #expect(Self.items(worker).isEmpty)
+        #expect(Self.sample(registry, #"rtp_payloads_dropped_total{stream="cam"}"#) == 2)
+        _ = try channel.finish()
+    }
+
+    /// A new source port per datagram, each taking over: once 16 senders' connects wait for the decode thread, no
+    /// other sender is let in (counted) until it takes them; what is queued stays bounded.
+    @Test func aFloodOfNewSendersStopsAtSixteenQueuedConnects() throws {
+        let (channel, worker, registry) = try Self.fixture()
+        for port in 0..<40 { try Self.send(Self.packet(UInt16(port)), from: 41000 + port, on: channel) }
+        let items = Self.items(worker)
+        #expect(items.filter { $0 == "connected" }.count == StreamWorker.maximumConnectsQueued)
+        #expect(Self.sample(registry, #"refused_total{stream="cam",reason="rate_limited"}"#) == Double(40 - StreamWorker.maximumConnectsQueued))
+        _ = try channel.finish()
+    }
+
+    /// While the decode thread is behind, the sender's datagrams are dropped and counted, and the decode thread is
+    /// told of the gap once, not once a datagram.
+    @Test func lossesWhileBehindAreOneItem() throws {
+        let (channel, worker, registry) = try Self.fixture()
+        var sequence: UInt16 = 0
+        while worker.acceptsMoreBytes {
+            try Self.send(Self.packet(sequence, payload: 1900), from: 40000, on: channel)
+            sequence &+= 1
+        }
+        for _ in 0..<100 {
+            try Self.send(Self.packet(sequence, payload: 1900), from: 40000, on: channel)
+            sequence &+= 1
+        }
+        var losses = 0
+        while let item = worker.queue.pop(waitingAtMost: 0)?.item { if case .datagramsLost = item { losses += 1 } }
+        #expect(losses == 1)
+        #expect(Self.sample(registry, #"datagrams_lost_total{stream="cam"}"#) == 100)
         _ = try channel.finish()
     }
 }
