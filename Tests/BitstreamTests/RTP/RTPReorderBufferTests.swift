@@ -1,4 +1,5 @@
 import Bitstream
+import StreamrecvTestSupport
 import Testing
 
 @Suite struct RTPReorderBufferTests {
@@ -22,7 +23,7 @@ import Testing
     /// lost, duplicated, far jumps, across the 16-bit wrap, for windows from 1 to 300.
     @Test(arguments: [1, 2, 3, 8, 16, 256, 300])
     func releasesWhatTheDictionaryVersionDid(window: Int) {
-        var generator = SplitMix(seed: UInt64(window))
+        var generator = SeededGenerator(seed: UInt64(window))
         for _ in 0..<20 {
             var ring = RTPReorderBuffer(window: window)
             var reference = DictionaryReorderBuffer(window: window)
@@ -92,18 +93,5 @@ private struct DictionaryReorderBuffer {
     func oldestWaiting() -> UInt16? {
         guard let next = expected else { return nil }
         return waiting.keys.min { ($0 &- next) < ($1 &- next) }
-    }
-}
-
-/// A small deterministic generator (SplitMix64): the same arrivals on every run.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
