@@ -263,11 +263,16 @@ final class WebRTCSessionTable {
         let worker = route.worker
         guard worker.acceptsMoreBytes else {
             route.metrics.datagramsLost.increment()
-            // One item for a run of losses with nothing queued between them: a run is one gap.
+            // One item for a run of losses with nothing queued between them: a run is one gap. A source change still
+            // goes (the decode thread must start afresh); a packet validation discarded is counted here.
             if !session.lossQueued { worker.enqueue(.datagramsLost(session.connection)) }
             session.lossQueued = true
-            let kept = events.filter { if case .packet = $0 { false } else { true } }
-            if !kept.isEmpty { _ = worker.enqueue(kept, bytes: 0, receivedAt: now, connection: session.connection) }
+            for case .discarded(let reason) in events { route.metrics.rtpDiscarded(reason) }
+            let changes = events.filter { if case .sourceChanged = $0 { true } else { false } }
+            if !changes.isEmpty {
+                _ = worker.enqueue(changes, bytes: 0, receivedAt: now, connection: session.connection)
+                session.lossQueued = false
+            }
             return
         }
         session.lossQueued = false

@@ -220,27 +220,25 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             log.log(.warning, key: "not-allowed", now: now, "datagrams from a source outside allow ignored (latest from \(source))")
             return
         }
-        // rtp://: parsed first, once, so that what is no RTP of the stream's payload type makes no one the sender.
+        let fromSender = slot.occupant?.sender == source
+        // rtp://: another source's datagram is parsed before it may become the sender, so that what is no RTP of the
+        // stream's payload type (RTCP sent to the RTP port, say) makes no one the sender. The sender's own go through
+        // the checks below first, and their payload types are the depacketizer's to judge, as they always were.
         var packet: RTPPacket?
-        if receiver != nil {
-            do {
-                packet = try RTPPacket(parsing: Array(envelope.data.readableBytesView)[...])
-            } catch {
-                metrics.rtpDiscarded(.malformed)
-                log.log(.warning, key: "malformed", now: now, "a datagram from \(source) that is not RTP (\(error)) dropped")
+        if receiver != nil, !fromSender {
+            guard let parsed = parseRTP(envelope, now: now) else { return }
+            guard parsed.payloadType == configuration.rtp.payloadType else {
+                metrics.rtpPayloadsDropped.increment()
+                log.log(.warning, key: "payload-type", now: now,
+                        "RTP of payload type \(parsed.payloadType) from \(source), not the stream's rtp_payload_type \(configuration.rtp.payloadType): dropped (wrong_payload_type)")
                 return
             }
-        }
-        if let packet, packet.payloadType != configuration.rtp.payloadType {
-            metrics.rtpPayloadsDropped.increment()
-            log.log(.warning, key: "payload-type", now: now,
-                    "RTP of payload type \(packet.payloadType) from \(source), not the stream's rtp_payload_type \(configuration.rtp.payloadType): dropped (wrong_payload_type)")
-            return
+            packet = parsed
         }
         // A new sender's connect and the last one's disconnect are work for the decode thread: while it has many
         // connects still to take, nobody new is let in (a flood of new source ports taking over one after another
         // would queue without bound).
-        if slot.occupant?.sender != source, !worker.admitsNewSenders {
+        if !fromSender, !worker.admitsNewSenders {
             metrics.refused(.rateLimited)
             log.log(.warning, key: "new-sender-behind", now: now,
                     "datagrams from a new sender ignored while the decoder has \(StreamWorker.maximumConnectsQueued) senders' connects still to take (latest from \(source))")
@@ -258,6 +256,10 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             return
         }
         lossQueued = nil
+        if receiver != nil, packet == nil {
+            guard let parsed = parseRTP(envelope, now: now) else { return }
+            packet = parsed
+        }
         guard let packet else {
             _ = worker.enqueue(bytes: worker.bytePool.copy(envelope.data), receivedAt: now, connection: id)
             return
@@ -266,6 +268,17 @@ final class DatagramSenderHandler: ChannelInboundHandler {
         var events: [RTPOrderedEvent] = []
         _ = receiver?.receive(packet, now: now) { events.append($0) }
         _ = worker.enqueue(events, bytes: envelope.data.readableBytes, receivedAt: now, connection: id)
+    }
+
+    /// The datagram as an RTP packet, parsed once, here; nil (counted, logged at most once per 10 s) when it is none.
+    private func parseRTP(_ envelope: AddressedEnvelope<ByteBuffer>, now: UInt64) -> RTPPacket? {
+        do {
+            return try RTPPacket(parsing: Array(envelope.data.readableBytesView)[...])
+        } catch {
+            metrics.rtpDiscarded(.malformed)
+            log.log(.warning, key: "malformed", now: now, "a datagram from \(envelope.remoteAddress) that is not RTP (\(error)) dropped")
+            return nil
+        }
     }
 
     /// `source`'s id as the stream's sender: the current one's, or a new one's that the policy admits; nil when
