@@ -3,14 +3,16 @@
 /// still missing, it is declared lost and the buffer moves on (the depacketizer then reports the gap). Packets
 /// older than what was already released, and duplicates, are dropped by the depacketizer.
 ///
-/// The held packets sit in a ring of `window` slots, the next expected packet's at `head`: each step costs the same
-/// whatever the window (it runs on the event loop that every stream shares), and finding the oldest packet held
-/// scans only the slots of packets given up on.
+/// The held packets sit in a ring of `window` slots, the next expected packet's at `head`, with a bit per slot saying
+/// which are taken: a step costs the same whatever the window (it runs on the event loop that every stream shares),
+/// and finding the oldest packet held reads at most `window / 64 + 1` words.
 public struct RTPReorderBuffer: Sendable {
     public let window: Int
     private var expected: UInt16?
     /// Packets ahead of `expected`: the one `d` ahead at `(head + d) % window`.
     private var slots: [RTPPacket?]
+    /// Bit `i % 64` of word `i / 64`: slot `i` holds a packet.
+    private var taken: [UInt64]
     private var head = 0
     private var held = 0
 
@@ -18,6 +20,7 @@ public struct RTPReorderBuffer: Sendable {
         precondition(window >= 1, "window must hold at least one packet")
         self.window = window
         slots = Array(repeating: nil, count: window)
+        taken = Array(repeating: 0, count: (window + 63) / 64)
     }
 
     /// Takes one packet; `release` receives the packets that are now in order.
@@ -51,7 +54,10 @@ public struct RTPReorderBuffer: Sendable {
         }
         // Held until what it waits for comes, or a packet a window ahead of that gives up on it.
         let index = (head + ahead) % window
-        if slots[index] == nil { held += 1 }
+        if slots[index] == nil {
+            held += 1
+            taken[index >> 6] |= 1 << UInt64(index & 63)
+        }
         slots[index] = packet
     }
 
@@ -66,6 +72,7 @@ public struct RTPReorderBuffer: Sendable {
     private mutating func drainInOrder(_ release: (RTPPacket) -> Void) {
         while let packet = slots[head] {
             slots[head] = nil
+            taken[head >> 6] &= ~(1 << UInt64(head & 63))
             held -= 1
             head = (head + 1) % window
             expected = expected! &+ 1
@@ -82,7 +89,24 @@ public struct RTPReorderBuffer: Sendable {
     /// How far ahead of `expected` the oldest packet held is; nil when none is.
     private func oldestHeldOffset() -> Int? {
         guard held > 0 else { return nil }
-        for offset in 0..<window where slots[(head + offset) % window] != nil { return offset }
+        // The first taken slot from `head` to the end, else from the start to `head`.
+        guard let index = firstTaken(from: head, to: window) ?? firstTaken(from: 0, to: head) else { return nil }
+        return (index - head + window) % window
+    }
+
+    /// The first taken slot in `start..<end`.
+    private func firstTaken(from start: Int, to end: Int) -> Int? {
+        var word = start >> 6
+        var bits = start < end ? taken[word] & (~0 << UInt64(start & 63)) : 0
+        while word <= (end - 1) >> 6, start < end {
+            if bits != 0 {
+                let index = word << 6 + bits.trailingZeroBitCount
+                return index < end ? index : nil
+            }
+            word += 1
+            guard word < taken.count else { return nil }
+            bits = taken[word]
+        }
         return nil
     }
 }

@@ -20,8 +20,8 @@ import Testing
     }
 
     /// The ring of slots releases exactly what the plain dictionary it replaced did, on random arrivals: reordered,
-    /// lost, duplicated, far jumps, across the 16-bit wrap, for windows from 1 to 300.
-    @Test(arguments: [1, 2, 3, 8, 16, 256, 300])
+    /// lost, duplicated, far jumps, across the 16-bit wrap, for windows from 1 to 1024 (a word of the ring's bits and more).
+    @Test(arguments: [1, 2, 3, 8, 16, 63, 64, 65, 128, 256, 300, 1024])
     func releasesWhatTheDictionaryVersionDid(window: Int) {
         var generator = SeededGenerator(seed: UInt64(window))
         for _ in 0..<20 {
