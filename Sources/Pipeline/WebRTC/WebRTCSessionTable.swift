@@ -81,7 +81,7 @@ final class WebRTCSessionTable {
     }
 
     /// The id of the stream's session now.
-    private func current(of stream: String) -> String? { slots[stream]?.occupant?.sender }
+    func current(of stream: String) -> String? { slots[stream]?.occupant?.sender }
 
     /// The stream's source status, in its ring (`streamrecvctl status`) and for the daemon's STATUS= line.
     private func setStatus(_ route: WebRTCRoute, _ text: String) {
@@ -352,26 +352,7 @@ final class WebRTCSessionTable {
                 "WebRTC session \(id) of stream \(session.stream) ended: \(detail)")
     }
 
-    // MARK: - Feedback and timers
-
-    /// What the decode thread wants of keyframes: the stream's session asks its client, or stops asking.
-    func keyframe(_ signal: KeyframeWish.Signal, stream: String, now: UInt64) {
-        guard let id = current(of: stream), let session = sessions[id] else { return }
-        touch(id)
-        session.keyframe(signal)
-        if let remote = session.remote { sendFeedback(of: session, to: remote, now: now) }
-    }
-
-    /// The session's RTCP due now, sent and counted.
-    private func sendFeedback(of session: WebRTCSession, to remote: SocketAddress, now: UInt64) {
-        let feedback = session.pollFeedback(now: now)
-        for datagram in feedback.datagrams { transmit(datagram, to: remote, from: session.local) }
-        if feedback.retransmissionsRequested > 0 { metrics.nacksSent.increment(by: Int64(feedback.retransmissionsRequested)) }
-        if feedback.transportFeedbackMessages > 0 { metrics.transportFeedbackSent.increment(by: Int64(feedback.transportFeedbackMessages)) }
-        if feedback.keyframeRequests > 0, let route = routes[session.stream] {
-            route.metrics.keyframeRequests.increment(by: Int64(feedback.keyframeRequests))
-        }
-    }
+    // MARK: - Timers (the feedback itself: WebRTCSessionTable+Feedback.swift)
 
     /// At `nextDeadline`, and once a second: DTLS retransmissions and each session's RTCP due (NACKs, keyframe
     /// requests, reports with REMB, transport-wide feedback), expiry, the certificate's renewal.
@@ -386,20 +367,6 @@ final class WebRTCSessionTable {
         for session in Array(sessions.values) {
             metrics.retransmissionsRecovered.increment(by: Int64(session.recoveredSinceLastReport()))
             if let reason = expiry(of: session, now: now) { end(session.id, reason.0, reason.1, now: now) }
-        }
-    }
-
-    private func expiry(of session: WebRTCSession, now: UInt64) -> (WebRTCMetrics.SessionEnd, String)? {
-        switch session.state {
-        case .awaitingConnectivity where now &- session.createdAt > Self.connectivityTimeout:
-            return (.iceTimeout, "no ICE connectivity check within \(Self.connectivityTimeout / 1_000_000_000) s of the answer")
-        case .handshaking where now &- session.createdAt > Self.connectivityTimeout + Self.handshakeTimeout:
-            return (.dtlsFailed, "the DTLS handshake did not finish in time")
-        case .handshaking, .connected:
-            guard now &- session.lastConsent > Self.consentLifetime else { return nil }
-            return (.consentExpired, "no consent refresh for \(Self.consentLifetime / 1_000_000_000) s: the client is gone")
-        default:
-            return nil
         }
     }
 }
