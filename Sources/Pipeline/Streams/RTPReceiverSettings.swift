@@ -16,6 +16,20 @@ extension RTPReceiver.Configuration {
 }
 
 extension RTPReceiver {
+    /// `receive`, with what it put in order collected: one `.rtp` work item's worth for the decode thread.
+    mutating func receiveInOrder(_ packet: RTPPacket, now: UInt64) -> (reception: Reception, events: [RTPOrderedEvent]) {
+        var events: [RTPOrderedEvent] = []
+        let reception = receive(packet, now: now) { events.append($0) }
+        return (reception, events)
+    }
+
+    /// `flush`, collected: what the reorder window and probation still hold, in order (the sender is gone).
+    mutating func takeHeld() -> [RTPOrderedEvent] {
+        var events: [RTPOrderedEvent] = []
+        flush { events.append($0) }
+        return events
+    }
+
     /// What the decode thread said of keyframes.
     mutating func apply(_ signal: KeyframeWish.Signal) {
         switch signal {

@@ -212,8 +212,8 @@ final class WebRTCSession {
         guard let header = try? RTPPacket(parsing: clear[...]) else { return .nothing }
         // The audio answered beside the video: authenticated (the SRTP context must see its packets), then dropped.
         if header.payloadType == media.acceptedAudio?.payloadType { return .audio }
-        var events: [RTPOrderedEvent] = []
-        switch receiver.receive(header, now: now, { events.append($0) }) {
+        let (reception, events) = receiver.receiveInOrder(header, now: now)
+        switch reception {
         case .media, .repaired: return .video(events)
         case .ignored: return .nothing
         }
@@ -221,9 +221,7 @@ final class WebRTCSession {
 
     /// What the receiver still holds (the reorder window, probation), in order: the session ends.
     func takeHeldPackets() -> [RTPOrderedEvent] {
-        var events: [RTPOrderedEvent] = []
-        receiver.flush { events.append($0) }
-        return events
+        receiver.takeHeld()
     }
 
     /// The sender's SSRC change since the last call, if any: for the table's counter and log.

@@ -39,16 +39,12 @@ struct RTSPMediaState: Sendable {
     /// An RTP packet the gate let through: validated as the server's source, counted for the receiver reports, and
     /// put in order; what is in order now, for the decode thread.
     mutating func receive(_ packet: RTPPacket, arrival: UInt64) -> [RTPOrderedEvent] {
-        var events: [RTPOrderedEvent] = []
-        _ = receiver.receive(packet, now: arrival) { events.append($0) }
-        return events
+        receiver.receiveInOrder(packet, now: arrival).events
     }
 
     /// What the receiver still holds (the reorder window, probation), in order: the session ends.
     mutating func takeHeldPackets() -> [RTPOrderedEvent] {
-        var events: [RTPOrderedEvent] = []
-        receiver.flush { events.append($0) }
-        return events
+        receiver.takeHeld()
     }
 
     /// What the server's RTCP says, taken only from its own source: a sender report goes to the statistics (for the

@@ -265,8 +265,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
             return
         }
         // Put in order: the decode thread takes the packets as they are.
-        var events: [RTPOrderedEvent] = []
-        _ = receiver?.receive(packet, now: now) { events.append($0) }
+        let events = receiver?.receiveInOrder(packet, now: now).events ?? []
         _ = worker.enqueue(events, bytes: envelope.data.readableBytes, receivedAt: now, connection: id)
     }
 
@@ -376,8 +375,7 @@ final class DatagramSenderHandler: ChannelInboundHandler {
     private func ended(_ id: ConnectionID, reason: DisconnectReason) {
         lossWindow = nil
         // rtp://: what the reorder window still holds goes first; the next sender's packets are ordered afresh.
-        var held: [RTPOrderedEvent] = []
-        receiver?.flush { held.append($0) }
+        let held = receiver?.takeHeld() ?? []
         receiver?.senderChanged()
         if !held.isEmpty { _ = worker.enqueue(held, bytes: 0, receivedAt: MonotonicClock.nanoseconds(), connection: id) }
         worker.enqueue(.disconnected(id, reason: reason))
