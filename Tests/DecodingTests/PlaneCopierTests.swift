@@ -137,7 +137,7 @@ final class SyntheticFrame {
     }
 
     /// 8-bit planar into NV12: U and V interleaved, at odd sizes (chroma rounded up) and odd source strides.
-    @Test(arguments: [(64, 48), (37, 23), (1, 1), (2, 3), (129, 7)])
+    @Test(arguments: [(64, 48), (37, 23), (1, 1), (2, 3), (129, 7), (1920, 34), (100, 4)])
     func planarToNV12InterleavesChroma(width: Int, height: Int) {
         let source = SyntheticFrame(.yuv420p, width: width, height: height, extraStride: 13, seed: UInt64(width * 1000 + height))
         let (result, layout) = Self.copy(source, to: .nv12)
