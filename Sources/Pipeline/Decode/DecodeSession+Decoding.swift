@@ -112,32 +112,21 @@ extension DecodeSession {
         }
     }
 
-    /// A frame out of the decoder: flagged by the loss policy and by what the decoder found, then published.
+    /// A frame out of the decoder: withheld or flagged by its verdict (FrameVerdict.swift), then published.
     func publish(_ frame: DecodedFrame) {
         let decodedAt = clock.now()
         telemetry.count(.frameDecoded)
         if let connection { worker.activity.decodedFrame(connection, at: decodedAt) }
         let meta = pending.take(frame.pts)
-        if meta?.afterLoss == true && configuration.lossPolicy == .keyframe {
+        let facts = FrameVerdict.Facts(pending: meta, markedKeyframe: frame.isKeyframe, markedCorrupt: frame.isCorrupt,
+                                       pts: frame.pts, loggedErrors: decoder.loggedErrors, decoding: decoding)
+        let verdict = FrameVerdict(facts, lossPolicy: configuration.lossPolicy)
+        if verdict.suspendsParts { parts.suspend() }
+        if verdict.damagesLaterPictures { noteLoss(at: annexB.bytesIn) }
+        guard case .publish(let flags) = verdict.decision else {
             telemetry.dropped(.withheld)
             telemetry.log(.warning, key: "withheld", now: decodedAt, "frame after lost data withheld until the next keyframe (loss_policy = keyframe)")
             return
-        }
-        var flags: FrameFlags = []
-        if meta?.afterLoss == true { flags.insert(.corrupt) }
-        if meta?.keyframe ?? frame.isKeyframe { flags.insert(.keyframe) }
-        // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
-        let damagedInParts = meta?.errorsBeforeParts.map { decoder.loggedErrors > $0 } ?? false
-        // A whole access unit: libavcodec logged errors while decoding it (now, or when it was decoded).
-        let damagedNow = decoding.map { $0.pts == frame.pts && decoder.loggedErrors > $0.errors } ?? false
-        if meta?.damagedInDecoder == true || damagedNow { flags.insert(.corrupt) }
-        if frame.isCorrupt || damagedInParts {
-            flags.insert(.corrupt)
-            // libavcodec found an error: FFmpeg's concealment, on whole access units, until the next keyframe.
-            parts.suspend()
-            // Decoded in parts, the damage was not concealed as FFmpeg conceals it, so every picture that refers to
-            // this one differs from FFmpeg's too: flagged, as after a loss, until a keyframe heals the stream.
-            if meta?.errorsBeforeParts != nil { noteLoss(at: annexB.bytesIn) }
         }
         let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
         publisher.publish(frame, metadata: metadata) { outcome in
