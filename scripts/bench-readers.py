@@ -131,7 +131,7 @@ def main():
             if fps > best.get(label, (0,))[0]:
                 best[label] = (fps, cpu, said)
     print("input: %s, %d frames 1920x1080; threads = 2 (frame), slots = 8; best of %d; `ffmpeg -threads 2 -i FILE "
-          "-f null -`: %.0f fps" % (args.stream, frames, args.runs, best["ffmpeg"]))
+          "-f null -`: %.0f fps (its -benchmark rtime)" % (args.stream, frames, args.runs, best["ffmpeg"]))
     print("")
     print("| reader of every frame | daemon fps | ÷ ffmpeg -f null | reader CPU per frame read (ms) | reader said (cpu: its loop's seconds) |")
     print("|---|---|---|---|---|")

@@ -101,7 +101,8 @@ streamrecvd" subtracts each frame's own decode time.
 \`scripts/bench-throughput.py\`: the stream is sent over TCP on loopback as fast as the receiver takes it; time from
 the first byte sent to the last frame out (streamrecvd: the CLOCK_MONOTONIC publish time of the last frame, read
 from the ring; the anchors: their exit at end of input, and with a pipe, the consumer having read every frame).
-\`ffmpeg -threads N -i FILE -f null -\` decodes the file itself (no network, no output). N = 1 is streamrecvd's
+\`ffmpeg -threads N -i FILE -f null -\` decodes the file itself (no network, no output), timed by its own
+\`-benchmark\` clock (rtime: its process start and probe left out, as streamrecvd's start is). N = 1 is streamrecvd's
 default (slice threads: no added delay); N = 2 frame threads trade a frame of latency per thread for throughput.
 
 ${throughput_table}

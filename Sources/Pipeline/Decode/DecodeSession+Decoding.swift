@@ -74,7 +74,7 @@ extension DecodeSession {
             timeFirstByte: carrier.time, timeComplete: now, keyframe: unit.isKeyframe, orientation: orientation,
             format: unit.format, afterLoss: damaged, mediaTimestamp: carrier.mediaTimestamp))
         let errorsBefore = decoder.loggedErrors
-        decoding = (pts, errorsBefore)
+        decoding = FrameVerdict.DecodeCall(pts: pts, errorsBefore: errorsBefore)
         decoder.decode(DecoderInput(unit, data: unit.data, pts: pts)) { take($0) }
         decoding = nil
         if decoder.loggedErrors > errorsBefore { damagedInDecoder(pts, unit) }

@@ -9,7 +9,7 @@ import SharedFrames
 /// them. Created by the thread and never handed out (not Sendable).
 ///
 ///     Work ─► ingest (AnnexBIngest | RTPIngest) ─► AccessUnitAssembler ─► early close (PictureInParts)
-///          ─► StreamDecoder ─► loss policy (LossTracker, PendingFrames) ─► FramePublisher ─► ring
+///          ─► StreamDecoder ─► loss policy (LossTracker, PendingFrames, FrameVerdict) ─► FramePublisher ─► ring
 ///     every stage reports through StreamTelemetry (ring counters, metrics, status, log)
 ///
 /// Ingest is in DecodeSession+Ingest.swift, decoding and publishing in DecodeSession+Decoding.swift, slices
@@ -35,7 +35,7 @@ final class DecodeSession {
     var arrivals = ArrivalLog()
     var pending = PendingFrames()
     /// The access unit being decoded now and the errors libavcodec had logged before it (`decode`).
-    var decoding: (pts: Int64, errors: Int)?
+    var decoding: FrameVerdict.DecodeCall?
     /// rtp://: data was lost inside the access unit being assembled.
     var lossInAccessUnit = false
     /// H.264 reference pictures lost whole (a frame_num gap after a loss): counted as dropped.

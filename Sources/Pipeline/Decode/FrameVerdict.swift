@@ -11,6 +11,12 @@ struct FrameVerdict: Equatable {
         case publish(FrameFlags)
     }
 
+    /// The access unit being decoded right now (`DecodeSession.decode`), and the errors libavcodec had logged before it.
+    struct DecodeCall: Equatable {
+        var pts: Int64
+        var errorsBefore: Int
+    }
+
     /// What is known of one frame when it comes out of the decoder.
     struct Facts {
         /// The metadata its access unit left (nil: forgotten, or the frame was never asked for).
@@ -21,8 +27,8 @@ struct FrameVerdict: Equatable {
         /// The frame's pts, and the errors libavcodec has logged for the stream so far.
         var pts: Int64
         var loggedErrors: Int
-        /// The access unit being decoded right now (`decode`) and the errors logged before it; nil between calls.
-        var decoding: (pts: Int64, errors: Int)?
+        /// Nil between decode calls (frames put out by a drain, or while a picture is decoded in parts).
+        var decoding: DecodeCall?
     }
 
     var decision: Decision
@@ -52,7 +58,7 @@ struct FrameVerdict: Equatable {
         // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
         let damagedInParts = pending?.errorsBeforeParts.map { facts.loggedErrors > $0 } ?? false
         // A whole access unit: libavcodec logged errors while decoding it (now, or when it was decoded).
-        let damagedNow = facts.decoding.map { $0.pts == facts.pts && facts.loggedErrors > $0.errors } ?? false
+        let damagedNow = facts.decoding.map { $0.pts == facts.pts && facts.loggedErrors > $0.errorsBefore } ?? false
         if pending?.damagedInDecoder == true || damagedNow { flags.insert(.corrupt) }
         guard facts.markedCorrupt || damagedInParts else {
             self.init(decision: .publish(flags))

@@ -12,7 +12,7 @@ import Testing
     }
 
     static func verdict(_ pending: PendingFrame?, keyframe: Bool = false, corrupt: Bool = false, pts: Int64 = 7, errors: Int = 0,
-                        decoding: (pts: Int64, errors: Int)? = nil, policy: LossPolicy = .conceal) -> FrameVerdict {
+                        decoding: FrameVerdict.DecodeCall? = nil, policy: LossPolicy = .conceal) -> FrameVerdict {
         FrameVerdict(.init(pending: pending, markedKeyframe: keyframe, markedCorrupt: corrupt, pts: pts, loggedErrors: errors,
                            decoding: decoding), lossPolicy: policy)
     }
@@ -35,10 +35,10 @@ import Testing
 
     @Test func errorsLoggedWhileItsAccessUnitWasDecodedFlagIt() {
         // Now: libavcodec logged errors during the decode call that put this very frame out.
-        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: (7, 2)) == FrameVerdict(decision: .publish(.corrupt)))
+        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: .init(pts: 7, errorsBefore: 2)) == FrameVerdict(decision: .publish(.corrupt)))
         // Another access unit's errors, or none during this one, do not.
-        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: (8, 2)) == FrameVerdict(decision: .publish([])))
-        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: (7, 3)) == FrameVerdict(decision: .publish([])))
+        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: .init(pts: 8, errorsBefore: 2)) == FrameVerdict(decision: .publish([])))
+        #expect(Self.verdict(Self.pending(), pts: 7, errors: 3, decoding: .init(pts: 7, errorsBefore: 3)) == FrameVerdict(decision: .publish([])))
         // Earlier: marked when it was decoded, out only now (reordered).
         #expect(Self.verdict(Self.pending(damagedInDecoder: true)) == FrameVerdict(decision: .publish(.corrupt)))
     }
