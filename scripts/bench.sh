@@ -110,7 +110,9 @@ ${throughput_table}
 Decoding to a null sink is an upper bound no receiver reaches once it hands frames to another program: the
 anchors' pipe rows are what that costs them (two more copies of every frame through the kernel). streamrecvd's
 one copy into the slot runs on its decode thread; on two cores it is not hidden behind decoding, which is why it
-trails the null sinks by roughly that copy's share of a frame (about 0.6 ms of 4–5 ms).
+trails the null sinks by roughly that copy's share of a frame (about 0.6 ms of 4–5 ms). With frame threads it costs
+more than its share: it holds up the next packet of a frame thread that has finished (measured in "Issue 35:
+FFmpeg's anchor without its start, and where the frame-thread gap is").
 
 ## Heap allocations per frame
 
