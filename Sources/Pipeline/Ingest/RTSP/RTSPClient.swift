@@ -53,10 +53,14 @@ final class RTSPClient: Sendable {
     let worker: StreamWorker
     let context: RTSPClientContext
     let state = NIOLockedValueBox(RTSPClientState.connecting(attempt: 1))
-    private let stopRequested = NIOLockedValueBox(false)
-    /// The wait of a backoff in progress: `stop()` cancels it, so that waiting needs no polling (a camera that stays
-    /// away for days costs one attempt a second, not fifty wake-ups).
-    private let backoff = NIOLockedValueBox<Task<Void, any Error>?>(nil)
+    /// Whether the client runs, and the wait of a backoff in progress, which `stop()` cancels, so that waiting needs
+    /// no polling (a camera that stays away for days costs one attempt a second, not fifty wake-ups).
+    private let phase = NIOLockedValueBox(Phase.running(backoff: nil))
+
+    private enum Phase {
+        case running(backoff: Task<Void, any Error>?)
+        case stopping
+    }
     private let finished = OneShotSignal()
     /// The session's connection, closed by `stop()` when the session does not end by itself at once.
     private let current = NIOLockedValueBox<RTSPConnection?>(nil)
@@ -77,8 +81,10 @@ final class RTSPClient: Sendable {
     /// Ends the session in progress (TEARDOWN) and waits for the client to finish. A session still setting up
     /// against a slow server is cut short: its connection is closed, which fails the request it waits on.
     func stop() async {
-        stopRequested.withLockedValue { $0 = true }
-        backoff.withLockedValue { $0?.cancel() }
+        phase.withLockedValue { phase in
+            if case .running(let backoff) = phase { backoff?.cancel() }
+            phase = .stopping
+        }
         let closer = Task { [current] in
             try await Task.sleep(nanoseconds: 500_000_000)
             while true {  // until the client has finished (cancelled then): a connection may come up later
@@ -90,7 +96,9 @@ final class RTSPClient: Sendable {
         closer.cancel()
     }
 
-    private var isStopping: Bool { stopRequested.withLockedValue { $0 } }
+    private var isStopping: Bool {
+        phase.withLockedValue { if case .stopping = $0 { true } else { false } }
+    }
 
     /// The new state, for STATUS= (read from `state`) and for the ring header through the decode thread, which
     /// owns the ring (`streamrecvctl status`).
@@ -136,10 +144,12 @@ final class RTSPClient: Sendable {
             }
             enter(.retrying(failure: failure.description, attempt: policy.attempt - 1, delay: delay.seconds))
             let wait = Task { try await Task.sleep(nanoseconds: UInt64(delay.seconds * 1e9)) }
-            backoff.withLockedValue { $0 = wait }
-            if isStopping { wait.cancel() }  // stop() came before the wait was there to cancel
+            phase.withLockedValue { phase in
+                guard case .running = phase else { return wait.cancel() }  // stop() came before the wait was there
+                phase = .running(backoff: wait)
+            }
             _ = await wait.result
-            backoff.withLockedValue { $0 = nil }
+            phase.withLockedValue { if case .running = $0 { $0 = .running(backoff: nil) } }
         }
     }
 
