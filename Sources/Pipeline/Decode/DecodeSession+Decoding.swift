@@ -46,21 +46,18 @@ extension DecodeSession {
         if finishDecodingInParts(unit) { return }
         let now = clock.now()
         telemetry.count(.accessUnit)
-        if let format = unit.format, format.width > configuration.maxWidth || format.height > configuration.maxHeight {
+        let admission = AccessUnitAdmission(unit, maxWidth: configuration.maxWidth, maxHeight: configuration.maxHeight,
+                                            lostWithin: lossInAccessUnit)
+        if case .tooLarge(let width, let height) = admission {
             telemetry.dropped(.tooLarge)
             telemetry.log(.warning, key: "too-large", now: now,
-                          "frame of \(format.width)x\(format.height) refused: larger than max_width × max_height (\(configuration.maxWidth)x\(configuration.maxHeight))")
+                          "frame of \(width)x\(height) refused: larger than max_width × max_height (\(configuration.maxWidth)x\(configuration.maxHeight))")
             return
         }
         if let change = unit.displayOrientation { orientation = change }
-        // No picture (the delimiter a sender writes after its last frame, parameter sets before a disconnect):
-        // nothing to decode, and libavcodec's H.264 decoder calls such a packet an error ("no frame!"). An end of
-        // sequence still goes: it changes how the next random-access picture is decoded.
-        let lostWithin = lossInAccessUnit
         lossInAccessUnit = false
-        guard unit.hasPicture || unit.nalUnitTypes.contains(where: { Self.endsSequence($0, unit.codec) }) else {
-            // rtp://: the access unit's packets came, but a loss inside it left no slice: its picture is lost.
-            if lostWithin {
+        if case .nothingToDecode(let pictureLost) = admission {
+            if pictureLost {
                 telemetry.dropped(.lost)
                 missingReferences.lostPicture()
             }
@@ -93,13 +90,6 @@ extension DecodeSession {
     /// Frames the decoder will never output (`PendingFrames`) are counted as dropped.
     func countAbandonedFrames() {
         for _ in 0..<pending.takeAbandoned() { telemetry.dropped(.undecodable) }
-    }
-
-    private static func endsSequence(_ type: UInt8, _ codec: VideoCodec) -> Bool {
-        switch codec {
-        case .h264: H264NALUnitType(rawValue: type).role == .endsAccessUnit
-        case .h265: H265NALUnitType(rawValue: type).role == .endsAccessUnit
-        }
     }
 
     // MARK: - Publishing

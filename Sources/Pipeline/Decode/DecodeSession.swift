@@ -9,7 +9,7 @@ import SharedFrames
 /// them. Created by the thread and never handed out (not Sendable).
 ///
 ///     Work ─► ingest (AnnexBIngest | RTPIngest) ─► AccessUnitAssembler ─► early close (PictureInParts)
-///          ─► StreamDecoder ─► loss policy (LossTracker, PendingFrames, FrameVerdict) ─► FramePublisher ─► ring
+///          ─► AccessUnitAdmission ─► StreamDecoder ─► loss policy (LossTracker, PendingFrames, FrameVerdict) ─► FramePublisher ─► ring
 ///     every stage reports through StreamTelemetry (ring counters, metrics, status, log)
 ///
 /// Ingest is in DecodeSession+Ingest.swift, decoding and publishing in DecodeSession+Decoding.swift, slices
