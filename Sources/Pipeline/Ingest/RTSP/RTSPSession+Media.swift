@@ -90,15 +90,16 @@ extension RTSPSession {
 
     /// Interleaved RTP straight to the decode thread, on the event loop; RTCP sender reports to the statistics.
     private func routeInterleaved(rtpChannel: UInt8, rtcpChannel: UInt8, on connection: RTSPConnection) {
-        let deliver = Self.deliverer(worker: worker, media: media, id: id)
+        let deliver = Self.deliverer(worker: worker, media: media, id: id, pushedBack: true)
         let (note, media, refuse) = (rtcpReceiver, self.media, refusalReporter)
         let (lost, worker, id) = (context.metrics.datagramsLost, self.worker, self.id)
         connection.channel.eventLoop.execute {
             connection.handler.value.interleaved = { channel, payload in
                 if channel == rtpChannel {
                     let verdict = payload.withUnsafeBytes { bytes in media.withLockedValue { $0.gate?.admitRTP(bytes, fromPort: nil) } }
-                    // Dropped while the decode thread is behind (the sequence gap reports the loss); the connection
-                    // pauses its reads meanwhile, so that a server sending faster than we decode is held back.
+                    // TCP loses nothing: over the high-water mark the connection pauses its reads, so that a server
+                    // sending faster than we decode is held back, and what was already read is still queued (dropped,
+                    // the sequence gap reporting the loss, only past twice the mark).
                     let accepted = verdict?.isAccepted ?? false
                     let delivery = accepted ? payload.withUnsafeBytes(deliver) : nil
                     let now = MonotonicClock.nanoseconds()
@@ -158,7 +159,8 @@ extension RTSPSession {
     /// What became of an RTP packet the gate let through.
     enum Delivery {
         case queued
-        /// Dropped while the decode thread is behind: the sequence gap flags the loss.
+        /// Dropped while the decode thread is behind (UDP; interleaved only past twice the high-water mark): the
+        /// sequence gap flags the loss.
         case decoderBehind
         /// No RTP packet (counted as discarded, logged at most once per 10 s).
         case malformed
@@ -167,11 +169,12 @@ extension RTSPSession {
     }
 
     /// One RTP packet, parsed here once, to the session's receiver (`RTSPMediaState`), and what it put in order to
-    /// the decode thread.
-    static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID)
+    /// the decode thread. `pushedBack`: the packets come over a connection that pauses its reads while the decode
+    /// thread is behind (interleaved TCP), so those already read are queued past the high-water mark.
+    static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID, pushedBack: Bool)
         -> @Sendable (UnsafeRawBufferPointer) -> Delivery {
         { datagram in
-            if !worker.acceptsMoreBytes { return .decoderBehind }
+            guard pushedBack ? worker.acceptsBytesAlreadyRead : worker.acceptsMoreBytes else { return .decoderBehind }
             let now = MonotonicClock.nanoseconds()
             let packet: RTPPacket
             do {

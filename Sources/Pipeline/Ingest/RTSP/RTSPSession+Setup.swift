@@ -52,7 +52,7 @@ extension RTSPSession {
         let host = control.localAddress?.ipAddress ?? "0.0.0.0"
         // Each channel makes its own handler from these (all Sendable): a handler belongs to one channel's loop.
         let (media, refuse, context) = (self.media, refusalReporter, self.context)
-        let (deliver, rtcpReceiver) = (Self.deliverer(worker: worker, media: media, id: id), self.rtcpReceiver)
+        let (deliver, rtcpReceiver) = (Self.deliverer(worker: worker, media: media, id: id, pushedBack: false), self.rtcpReceiver)
         for _ in 0..<32 {
             do {
                 let rtp = try await DatagramBootstrap(group: control.eventLoop)

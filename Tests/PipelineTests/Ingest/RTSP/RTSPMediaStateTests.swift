@@ -40,7 +40,7 @@ import Testing
         let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
                                   activity: SenderActivity(), logger: logger, metrics: metrics)
         let media = NIOLockedValueBox(Self.state())
-        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7)
+        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
         // Two packets in sequence: the server's source passes probation, both come out in order in one item.
         let packets = [Self.packet(sequence: 7) + [0x65, 0x88], Self.packet(sequence: 8) + [0x41, 0x9A]]
         for packet in packets {
@@ -76,7 +76,7 @@ import Testing
         let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
                                   activity: SenderActivity(), logger: logger, metrics: metrics)
         let media = NIOLockedValueBox(Self.state())
-        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7)
+        let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
         for sequence: UInt16 in [1, 2, 4] { _ = (Self.packet(sequence: sequence) + [0x41]).withUnsafeBytes(deliver) }
         RTSPSession.finish(media: media, worker: worker, id: 7, reason: .closedBySender)
         let late = (Self.packet(sequence: 3) + [0x41]).withUnsafeBytes(deliver)
@@ -91,6 +91,25 @@ import Testing
             }
         }
         #expect(items == ["", "1,2", "", "4", "disconnected"], "probation, the first two, 4 held, what the window held, the end")
+    }
+
+    /// Over the high-water mark a UDP packet is dropped (the sequence gap reports it), but one already read from an
+    /// interleaved connection, which pauses its reads, is still queued: TCP loses nothing. Past twice the mark both
+    /// are dropped, the last bound on a server that is not held back.
+    @Test func packetsAlreadyReadFromAPausedConnectionAreQueuedPastTheHighWaterMark() throws {
+        let logger = Logger(label: "test")
+        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: PrometheusCollectorRegistry()))
+        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
+        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
+                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let media = NIOLockedValueBox(Self.state())
+        let datagrams = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
+        let interleaved = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: true)
+        _ = worker.queue.push(.listening, bytes: worker.backlogHighWater)
+        #expect((Self.packet(sequence: 1) + [0x41]).withUnsafeBytes(datagrams) == .decoderBehind)
+        #expect((Self.packet(sequence: 2) + [0x41]).withUnsafeBytes(interleaved) == .queued)
+        _ = worker.queue.push(.listening, bytes: worker.backlogHighWater)
+        #expect((Self.packet(sequence: 3) + [0x41]).withUnsafeBytes(interleaved) == .decoderBehind)
     }
 
     @Test func onlyTheServersOwnSenderReportReachesTheReceiverReport() throws {
