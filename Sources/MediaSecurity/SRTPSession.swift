@@ -39,6 +39,8 @@ final class SRTPSession {
     static let largestPacket = 65_507
 
     private let session: OpaquePointer
+    /// Inbound: the SSRCs libsrtp has a stream for, bounded (SRTPStreamRoster.swift).
+    private var roster: SRTPStreamRoster?
 
     init(profile: SRTPProfile, key: [UInt8], salt: [UInt8], direction: Direction) throws(SRTPSetupError) {
         guard SRTPSession.libraryStatus == srtp_err_status_ok.rawValue else {
@@ -60,6 +62,7 @@ final class SRTPSession {
             throw SRTPSetupError(description: "srtp_create failed with status \(status.rawValue)")
         }
         session = created
+        roster = direction == .inbound ? SRTPStreamRoster() : nil
     }
 
     deinit {
@@ -90,9 +93,20 @@ final class SRTPSession {
         guard packet.count >= (rtcp ? 8 : 12), packet.count <= SRTPSession.largestPacket else {
             return .failure(.malformed)
         }
-        return transform(packet, room: 0) { session, bytes, length in
+        let result = transform(packet, room: 0) { session, bytes, length in
             rtcp ? srtp_unprotect_rtcp(session, bytes, length) : srtp_unprotect(session, bytes, length)
         }
+        if case .success = result, let ssrc = Self.ssrc(of: packet, rtcp: rtcp), let evicted = roster?.use(ssrc) {
+            _ = srtp_remove_stream(session, evicted.bigEndian)  // libsrtp takes it in network byte order
+        }
+        return result
+    }
+
+    /// The SSRC libsrtp keys the packet's stream by: RTP's header, or SRTCP's first sender (both in the clear).
+    private static func ssrc(of packet: [UInt8], rtcp: Bool) -> UInt32? {
+        let offset = rtcp ? 4 : 8
+        guard packet.count >= offset + 4 else { return nil }
+        return packet[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     func protect(_ packet: [UInt8], rtcp: Bool) -> Result<[UInt8], SRTPFailure> {

@@ -35,6 +35,30 @@ import Testing
         #expect(try receiver.unprotect(protected, rtcp: false).get() == packet)
     }
 
+    /// A sender that holds the keys and changes SSRC on every packet: libsrtp keeps at most
+    /// `SRTPStreamRoster.capacity` streams, so the oldest SSRC's stream (and its replay window) is gone once that
+    /// many others came after it, while the recent ones keep theirs.
+    @Test(arguments: profiles)
+    func aSenderOfEverNewSSRCsLeavesAtMostTheRostersStreams(profile: SRTPProfile) throws {
+        let (sender, receiver) = try Self.pair(profile)
+        let capacity = UInt32(SRTPStreamRoster.capacity)
+        let packets = try (0...capacity).map { try sender.protect(SRTPContextTests.rtpPacket(sequence: 1, ssrc: 0x100 + $0), rtcp: false).get() }
+        for packet in packets.dropLast() { #expect(throws: Never.self) { try receiver.unprotect(packet, rtcp: false).get() } }
+        // All of them fit: the first SSRC's stream still knows its packet.
+        #expect(receiver.unprotect(packets[0], rtcp: false) == .failure(.replayed))
+        #expect(throws: Never.self) { try receiver.unprotect(packets[Int(capacity)], rtcp: false).get() }
+        // One more SSRC: the first, unused the longest (a refused replay uses nothing), lost its stream, so its packet
+        // is taken again; the second and the newest still refuse theirs.
+        #expect(receiver.unprotect(packets[1], rtcp: false) == .failure(.replayed))
+        #expect(receiver.unprotect(packets[Int(capacity)], rtcp: false) == .failure(.replayed))
+        #expect(throws: Never.self) { try receiver.unprotect(packets[0], rtcp: false).get() }
+        // Ten thousand more: each is taken, and the session stays at the roster's size.
+        for ssrc in UInt32(0x10000)..<UInt32(0x10000 + 10_000) {
+            let packet = try sender.protect(SRTPContextTests.rtpPacket(sequence: 7, ssrc: ssrc, payload: 20), rtcp: false).get()
+            #expect(throws: Never.self) { try receiver.unprotect(packet, rtcp: false).get() }
+        }
+    }
+
     /// A flipped bit anywhere (header, payload or tag) is refused, and the refusals leave the session as it was:
     /// the genuine packet still gets through, once.
     @Test(arguments: profiles)
