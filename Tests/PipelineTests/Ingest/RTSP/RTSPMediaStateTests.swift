@@ -22,6 +22,15 @@ import Testing
             + (0..<4).map { UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * $0)) }
     }
 
+    /// The stream's worker, as an rtsp:// stream has it (its decode thread not started: the tests take its queue).
+    static func worker(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) throws -> StreamWorker {
+        let logger = Logger(label: "test")
+        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: registry))
+        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
+        return StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
+                            activity: SenderActivity(), logger: logger, metrics: metrics)
+    }
+
     /// The last-SR field (LSR, RFC 3550 §6.4.1) of the receiver report the state would send now.
     static func lastSenderReport(_ state: RTSPMediaState) -> UInt32? {
         var statistics = state.receiver.statistics
@@ -34,11 +43,7 @@ import Testing
     /// reports and queued for the decode thread as that packet; what is not RTP goes nowhere and is counted.
     @Test func theDelivererParsesOnceAndDropsWhatIsNotRTP() throws {
         let registry = PrometheusCollectorRegistry()
-        let logger = Logger(label: "test")
-        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: registry))
-        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
-        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
-                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let worker = try Self.worker(registry: registry)
         let media = NIOLockedValueBox(Self.state())
         let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
         // Two packets in sequence: the server's source passes probation, both come out in order in one item.
@@ -70,11 +75,7 @@ import Testing
     /// The session's end queues what the reorder window holds, then `.disconnected`; a handler still delivering
     /// afterwards (its channel closes asynchronously) queues nothing.
     @Test func theEndQueuesWhatIsHeldThenTheDisconnectAndNothingAfter() throws {
-        let logger = Logger(label: "test")
-        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: PrometheusCollectorRegistry()))
-        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
-        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
-                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let worker = try Self.worker()
         let media = NIOLockedValueBox(Self.state())
         let deliver = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
         for sequence: UInt16 in [1, 2, 4] { _ = (Self.packet(sequence: sequence) + [0x41]).withUnsafeBytes(deliver) }
@@ -97,11 +98,7 @@ import Testing
     /// interleaved connection, which pauses its reads, is still queued: TCP loses nothing. Past twice the mark both
     /// are dropped, the last bound on a server that is not held back.
     @Test func packetsAlreadyReadFromAPausedConnectionAreQueuedPastTheHighWaterMark() throws {
-        let logger = Logger(label: "test")
-        let metrics = StreamMetrics(stream: "cam", factory: MetricsServer.factory(registry: PrometheusCollectorRegistry()))
-        let stream = StreamConfiguration(name: "cam", source: .rtsp(RTSPSettings(camera: try RTSPSource.parse("rtsp://camera.invalid/stream").get())))
-        let worker = StreamWorker(configuration: stream, ringEvents: RingEventReporter(shmName: "streamrecv-unused", logger: logger, metrics: metrics),
-                                  activity: SenderActivity(), logger: logger, metrics: metrics)
+        let worker = try Self.worker()
         let media = NIOLockedValueBox(Self.state())
         let datagrams = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: false)
         let interleaved = RTSPSession.deliverer(worker: worker, media: media, id: 7, pushedBack: true)
