@@ -143,11 +143,14 @@ final class StreamWorker: Sendable {
     /// Whether the decode thread is keeping up; datagrams cannot be pushed back, so they are dropped when not.
     var acceptsMoreBytes: Bool { queue.waitingBytes < backlogHighWater }
 
+    /// How far past the high-water mark a pushed-back connection's bytes already read still go in: a read, and what
+    /// a server sends (a TCP window's worth) before it answers a request the connection waits for.
+    static let alreadyReadAllowance = 8 << 20
+
     /// Whether bytes already read from a connection that is pushed back (interleaved RTSP over TCP: its reads pause
-    /// over the high-water mark) may still be queued: what one read brought, and what the server sends before it
-    /// answers a request the connection waits for, go in up to twice the mark. Only past that is anything dropped
-    /// (counted as lost): the last bound on a server that does not let itself be held back.
-    var acceptsBytesAlreadyRead: Bool { queue.waitingBytes < 2 * backlogHighWater }
+    /// over the high-water mark) may still be queued. Only past the mark and `alreadyReadAllowance` is anything
+    /// dropped (counted as lost): the last bound on a server that does not let itself be held back.
+    var acceptsBytesAlreadyRead: Bool { queue.waitingBytes < backlogHighWater + Self.alreadyReadAllowance }
 
     /// `resume` runs once the backlog has drained to half the high-water mark: on the decode thread when it gets
     /// there, or at once if it already has (the thread may have drained the queue before this was registered).
