@@ -97,9 +97,10 @@ extension RTSPSession {
             connection.handler.value.interleaved = { channel, payload in
                 if channel == rtpChannel {
                     let verdict = payload.withUnsafeBytes { bytes in media.withLockedValue { $0.gate?.admitRTP(bytes, fromPort: nil) } }
-                    // TCP loses nothing: over the high-water mark the connection pauses its reads, so that a server
-                    // sending faster than we decode is held back, and what was already read is still queued (dropped,
-                    // the sequence gap reporting the loss, only 8 MiB past the mark: `acceptsBytesAlreadyRead`).
+                    // TCP is not to lose data: over the high-water mark the connection pauses its reads, so
+                    // that a server sending faster than we decode is held back, and what was already read is still
+                    // queued (dropped, the sequence gap reporting the loss, only 8 MiB past the mark:
+                    // `acceptsBytesAlreadyRead`).
                     let accepted = verdict?.isAccepted ?? false
                     let delivery = accepted ? payload.withUnsafeBytes(deliver) : nil
                     let now = MonotonicClock.nanoseconds()
