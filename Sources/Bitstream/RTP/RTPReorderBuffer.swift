@@ -96,9 +96,10 @@ public struct RTPReorderBuffer: Sendable {
 
     /// The first taken slot in `start..<end`.
     private func firstTaken(from start: Int, to end: Int) -> Int? {
+        guard start < end else { return nil }
         var word = start >> 6
-        var bits = start < end ? taken[word] & (~0 << UInt64(start & 63)) : 0
-        while word <= (end - 1) >> 6, start < end {
+        var bits = taken[word] & (~0 << UInt64(start & 63))
+        while word <= (end - 1) >> 6 {
             if bits != 0 {
                 let index = word << 6 + bits.trailingZeroBitCount
                 return index < end ? index : nil

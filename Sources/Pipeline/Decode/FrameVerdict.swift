@@ -38,13 +38,9 @@ struct FrameVerdict: Equatable {
     /// It was decoded in parts, where the damage is not concealed as FFmpeg conceals it: every picture that refers
     /// to it differs from FFmpeg's too, so they are flagged as after a loss until a keyframe heals the stream.
     var damagesLaterPictures = false
+}
 
-    init(decision: Decision, suspendsParts: Bool = false, damagesLaterPictures: Bool = false) {
-        self.decision = decision
-        self.suspendsParts = suspendsParts
-        self.damagesLaterPictures = damagesLaterPictures
-    }
-
+extension FrameVerdict {
     /// The rules, in order: lost data before it (the policy), then every sign of damage libavcodec gave.
     init(_ facts: Facts, lossPolicy: LossPolicy) {
         let pending = facts.pending
