@@ -20,6 +20,10 @@ names the frame, paced at --fps) to any number of sessions, one connection each,
   flood       interleaved: after PLAY, 64 KiB frames on the RTP channel as fast as the socket takes them
               (--flood garbage: random bytes; --flood rtp: RTP headers of one SSRC, random payloads), answering
               the client's requests meanwhile
+  burst       interleaved: after the first session's PLAY, the clip --loops times back to back, as fast as the socket
+              takes it (sequence numbers and timestamps go on across loops), then closes; later sessions get nothing;
+              answers no request after PLAY (a camera busy sending: a client that asks, and reads on for the
+              answer, reads everything)
 
 Prints "ready" once it listens, then a line per event: "playing N" (a session's PLAY), "auth basic"/"auth digest"
 (the scheme of an Authorization header received), "401" (a challenge sent), "rtcp-rr" (a receiver report on its RTCP port), "diverted-rtcp"
@@ -121,6 +125,8 @@ class Session(threading.Thread):
             say("auth " + headers["authorization"].split()[0].lower())
         if self.playing:
             say("keepalive")
+            if mode == "burst":
+                return None
         if mode == "redirect" and method in ("OPTIONS", "DESCRIBE"):
             location = "rtsp://127.0.0.1:%d/cam" % args.port if args.location == "SELF" else args.location
             return self.reply(cseq, "302 Moved Temporarily", "Location: %s\r\n" % location)
@@ -187,6 +193,10 @@ class Session(threading.Thread):
                 self.connection.close()
             elif mode == "flood":
                 self.flood()
+            elif mode == "burst":
+                if self.number == 1:
+                    self.burst()
+                return
             elif mode == "forge":
                 self.forge()
             elif self.udp:
@@ -208,6 +218,21 @@ class Session(threading.Thread):
         except OSError:
             return
         say("done")
+
+    def burst(self):
+        """The clip --loops times, unpaced; each loop's sequence numbers and timestamps follow the last one's."""
+        frames, sequence = self.server.packets, 0
+        for loop in range(self.server.args.loops):
+            shift = loop * len(frames) * 90000 // self.server.args.fps
+            for frame in frames:
+                for packet in frame:
+                    timestamp = (int.from_bytes(packet[4:8], "big") + shift) & 0xFFFFFFFF
+                    self.interleave(packet[:2] + (sequence & 0xFFFF).to_bytes(2, "big") + timestamp.to_bytes(4, "big") + packet[8:])
+                    sequence += 1
+        say("burst sent %d" % sequence)
+        time.sleep(0.5)
+        self.connection.shutdown(socket.SHUT_RDWR)
+        self.connection.close()
 
     def flood(self):
         """Sixteen random 64 KiB frames, prepared once: the flood is as fast as the socket, not as os.urandom."""
@@ -284,6 +309,7 @@ def main():
     parser.add_argument("--source", help="forge mode: the source= the SETUP answer names")
     parser.add_argument("--location", help="redirect mode: where to")
     parser.add_argument("--flood", choices=["garbage", "rtp"], default="garbage")
+    parser.add_argument("--loops", type=int, default=8, help="burst mode: times the clip is sent")
     parser.add_argument("--session-timeout", type=int, default=60, help="the Session header's timeout (keep-alives at half)")
     Server(parser.parse_args()).serve()
 

@@ -1,5 +1,7 @@
 import Foundation
+import FrameFormats
 import Glibc
+import SharedFrames
 import StreamrecvTestSupport
 import Testing
 
@@ -98,6 +100,45 @@ extension RTSPHostileServerTests {
         let elapsed = Date().timeIntervalSince(before.wall)
         #expect(used < elapsed * 0.5, "\(used) s of CPU in \(elapsed) s\n\(daemon.log.suffix(2000))")
         if flood == "rtp" { #expect(camera.count("keepalive") >= 2, "\(camera.log)\n\(daemon.log.suffix(2000))") }
+        #expect(daemon.isRunning)
+    }
+}
+
+extension RTSPHostileServerTests {
+    /// A camera that sends faster than the decoder takes (54 MB of lossless noise at socket speed) while the decode
+    /// thread stalls 4 s, and answers no request after PLAY: the connection holds its reads back, and while it does,
+    /// the server's silence is the daemon's own, so no keep-alive goes out (it would make the connection read on to
+    /// its answer, past the backlog's bound). Every packet arrives and every frame is published, bit-exact.
+    @Test func aServerFasterThanTheDecoderLosesNothingOverInterleavedTCP() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let clip = directory.appendingPathComponent("noise.h264").path
+        try runChecked("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-frames:v", "60",
+                                  "-vf", "noise=alls=30:allf=t", "-pix_fmt", "yuv420p", "-c:v", "libx264",
+                                  "-x264-params", "qp=0:keyint=30:min-keyint=30:bframes=0:scenecut=0", clip])
+        let loops = 3, total = 60 * 3
+        let camera = try HostileCamera(mode: "burst", stream: clip, directory: directory, ["--loops", String(loops)])
+        let metrics = freePort()
+        let daemon = try DaemonProcess(label: "rtspburst", settings: [
+            "max_width": "640", "max_height": "360", "slots": "80", "rtsp_transport": "\"tcp\"",
+        ], daemonSettings: ["metrics": "\"127.0.0.1:\(metrics)\""], source: camera.url, start: false)
+        try daemon.start(environment: ["STREAMRECVD_FAULT_STALL_DECODE_SECONDS": "4"])
+        let deadline = Date().addingTimeInterval(60)
+        while (daemon.status?.counters.framesPublished ?? 0) < UInt64(total) && Date() < deadline { usleep(50_000) }
+        #expect(daemon.status?.counters.framesPublished == UInt64(total), "\(camera.log)\n\(daemon.log.suffix(3000))")
+        #expect(try Self.metric(metrics, daemon, "streamrecvd_datagrams_lost_total") == 0, "\(daemon.log.suffix(3000))")
+        #expect(camera.count("keepalive") == 0, "a request went out while reads were held back: \(camera.log)")
+        // The frames the ring still holds: consecutive, each the clip's, bit-exact.
+        let reference = try referenceFrames(clip, frameBytes: 640 * 360 * 3 / 2)
+        let reader = try FrameRingReader(shmName: daemon.shmName)
+        let held = min(reader.status.slotCount - 1, 60)
+        var pixels: [UInt8] = [], previous = UInt64(total - held), checked = 0
+        while checked < held, case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 2_000_000_000) {
+            #expect(info.sequence == previous + 1)
+            #expect(PlanarConversion.planar(pixels, layout: info.layout) == reference[Int(info.pts / 3600) % 60], "frame \(info.sequence)")
+            previous = info.sequence
+            checked += 1
+        }
+        #expect(checked == held && held >= 8, "\(checked) of \(held)")
         #expect(daemon.isRunning)
     }
 }

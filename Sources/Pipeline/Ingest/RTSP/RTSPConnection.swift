@@ -74,6 +74,26 @@ enum RTSPFailure: Error, Equatable, CustomStringConvertible {
     }
 }
 
+/// Whether the connection's reads are held back until the decode thread drains its backlog; shared with the
+/// session's watch. While they are, the server's silence is the daemon's own doing, and a request would make the
+/// connection read on to its answer, which comes behind the media the server has queued meanwhile: past the
+/// backlog's allowance that media would be dropped (`StreamWorker.acceptsBytesAlreadyRead`).
+enum ReadHold: Sendable, Equatable {
+    /// Reading, since the last hold ended (0: never held back).
+    case reading(since: UInt64)
+    case heldBack
+
+    /// Where silence since `time` (the server's last packet, the session's start) counts from: `time`, or the end
+    /// of the last hold if later; nil while held back, when the server cannot be heard.
+    func silentSince(_ time: UInt64) -> UInt64? {
+        guard case .reading(let since) = self else { return nil }
+        return max(time, since)
+    }
+
+    /// Whether a request (a keep-alive) may go out: not while held back (it goes once reads resume).
+    var allowsRequests: Bool { self != .heldBack }
+}
+
 /// The RTSP connection's channel handler: requests go out in order and their answers come back in order (a
 /// client may pipeline, RFC 2326 §9.1); interleaved frames go to `interleaved` at once, on the event loop. The
 /// server's own requests (a keep-alive GET_PARAMETER or OPTIONS) are answered. Confined to the channel's event loop.
@@ -87,6 +107,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     var interleaved: ((UInt8, ArraySlice<UInt8>) -> Void)?
     /// Why the connection ended (read by the session task).
     let failure = NIOLockedValueBox<RTSPFailure?>(nil)
+    /// Whether reads wait for the decode thread (read by the session task).
+    let readHold = NIOLockedValueBox(ReadHold.reading(since: 0))
     private var context: ChannelHandlerContext?
     /// Reads pause while the decode thread is behind (back-pressure on the server) and while the server sends more
     /// than `InterleavedIntakeBudget` allows of what does not become video; never while a request waits for its
@@ -152,12 +174,19 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     /// Stops reading until `worker` has drained its backlog (on the event loop); not while a request is pending.
     func pauseReading(until worker: StreamWorker) {
         guard pause(.behind), let loop = context?.eventLoop else { return }
+        readHold.withLockedValue { $0 = .heldBack }
         let bound = NIOLoopBound(self, eventLoop: loop)
         worker.whenDrained { loop.execute { bound.value.resumeReading() } }  // called by the decode thread
     }
 
     private func pause(_ state: ReadState) -> Bool {
-        guard let context, pending.isEmpty, case .flowing = reading else { return false }
+        guard let context, pending.isEmpty else { return false }
+        switch (reading, state) {
+        case (.flowing, _): break
+        // Throttled, then behind: held back until the backlog drains, whenever the budget's window ends.
+        case (.throttled, .behind): break
+        default: return false
+        }
         reading = state
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
         return true
@@ -166,6 +195,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private func resumeReading() {
         guard let context else { return }
         if case .flowing = reading { return }
+        if case .behind = reading { readHold.withLockedValue { $0 = .reading(since: MonotonicClock.nanoseconds()) } }
         reading = .flowing
         try? context.channel.syncOptions?.setOption(.autoRead, value: true)
         context.read()
@@ -183,7 +213,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         let now = MonotonicClock.nanoseconds()
         guard !productive, let resume = budget.note(unproductive: bytes, now: now), pause(.throttled) else { return }
         // On the loop (a handler's method): the task runs there too, so it may hold this handler.
-        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) { self.resumeReading() }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: resume &- now))) {
+            if case .throttled = self.reading { self.resumeReading() }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -236,13 +268,16 @@ final class RTSPConnection: Sendable {
     let handler: NIOLoopBound<RTSPConnectionHandler>
     /// Why the connection ended: the handler's, read by the session task.
     let failure: NIOLockedValueBox<RTSPFailure?>
+    /// Whether its reads wait for the decode thread: the handler's, read by the session task.
+    let readHold: NIOLockedValueBox<ReadHold>
     /// How long a request may wait for its answer.
     static let answerTimeout = TimeAmount.seconds(5)
 
-    private init(channel: Channel, handler: NIOLoopBound<RTSPConnectionHandler>, failure: NIOLockedValueBox<RTSPFailure?>) {
+    private init(channel: Channel, handler: RTSPConnectionHandler) {
         self.channel = channel
-        self.handler = handler
-        self.failure = failure
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        failure = handler.failure
+        readHold = handler.readHold
     }
 
     static func connect(host: String, port: Int, group: EventLoopGroup) async throws(RTSPFailure) -> RTSPConnection {
@@ -260,7 +295,7 @@ final class RTSPConnection: Sendable {
             let channel = try await bootstrap.connect(host: host, port: port).get()
             return try await channel.eventLoop.submit {
                 let handler = try channel.pipeline.syncOperations.handler(type: RTSPConnectionHandler.self)
-                return RTSPConnection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop), failure: handler.failure)
+                return RTSPConnection(channel: channel, handler: handler)
             }.get()
         } catch {
             throw .unreachable(Self.describe(error))

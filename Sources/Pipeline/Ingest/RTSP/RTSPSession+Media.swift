@@ -175,7 +175,10 @@ extension RTSPSession {
     static func deliverer(worker: StreamWorker, media: NIOLockedValueBox<RTSPMediaState>, id: ConnectionID, pushedBack: Bool)
         -> @Sendable (UnsafeRawBufferPointer) -> Delivery {
         { datagram in
-            guard pushedBack ? worker.acceptsBytesAlreadyRead : worker.acceptsMoreBytes else { return .decoderBehind }
+            guard pushedBack ? worker.acceptsBytesAlreadyRead : worker.acceptsMoreBytes else {
+                // A packet of a session that has ended is not a loss of the stream's (the next session's is).
+                return media.withLockedValue { $0.ended } ? .sessionEnded : .decoderBehind
+            }
             let now = MonotonicClock.nanoseconds()
             let packet: RTPPacket
             do {

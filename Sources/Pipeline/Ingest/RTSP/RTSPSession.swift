@@ -180,16 +180,22 @@ final class RTSPSession {
             if stopRequested() { return nil }
             if !connection.channel.isActive { return connection.failure.withLockedValue { $0 } ?? .closed }
             let now = MonotonicClock.nanoseconds()
-            let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
-            if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
-            let undecoded = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastDecoded(of: id), now: now)
-            if undecoded > stallLimit { return .undecodable(seconds: Double(undecoded) / 1e9) }
+            // While reads wait for the decode thread (`ReadHold`), the silence is ours, not the server's: no session
+            // ends for it, and it counts from the end of the hold.
+            let hold = connection.readHold.withLockedValue { $0 }
+            if let counted = hold.silentSince(start) {
+                let quiet = SenderDeadlines.quiet(admittedAt: counted, lastProgress: worker.activity.lastProgress(of: id), now: now)
+                if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
+                let undecoded = SenderDeadlines.quiet(admittedAt: counted, lastProgress: worker.activity.lastDecoded(of: id), now: now)
+                if undecoded > stallLimit { return .undecodable(seconds: Double(undecoded) / 1e9) }
+            }
             if media.withLockedValue({ $0.goodbyeReceived }) { return .ended }
             // No packet for a second: is the server still there? A camera that lost power or rebooted sent no FIN;
             // its old connection answers a request with a reset (or not at all): the session ends now and the next
-            // one starts as soon as the camera answers, instead of after idle_timeout.
+            // one starts as soon as the camera answers, instead of after idle_timeout. Not while held back: a
+            // request would make the connection read on to its answer, behind the media the server queued.
             let lastPacket = media.withLockedValue { $0.receiver.statistics.lastArrival } ?? start
-            if now > lastPacket + 1_000_000_000 && now >= nextProbe {
+            if let heard = hold.silentSince(lastPacket), now > heard + 1_000_000_000 && now >= nextProbe {
                 nextProbe = now + 2_000_000_000
                 try await keepAlive(timeout: .seconds(2))
                 nextKeepAlive = now + keepAliveInterval
@@ -199,7 +205,7 @@ final class RTSPSession {
             if let rtcpSender {
                 Self.send(media.withLockedValue { $0.receiver.poll(now: MonotonicClock.nanoseconds()) }, with: rtcpSender, metrics: worker.metrics)
             }
-            if now >= nextKeepAlive {
+            if now >= nextKeepAlive && hold.allowsRequests {
                 nextKeepAlive = now + keepAliveInterval
                 try await keepAlive(timeout: RTSPConnection.answerTimeout)
             }
