@@ -49,8 +49,8 @@ final class StreamWorker: Sendable {
     let bytePool = ByteArrayPool()
     /// Bytes queued for the decode thread above which the listener stops reading from the socket.
     let backlogHighWater: Int
-    /// Called (on the decode thread) once a paused listener may read again.
-    private let resumeReading = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+    /// Called (on the decode thread) once the paused listeners may read again.
+    private let resumeReading = NIOLockedValueBox<[@Sendable () -> Void]>([])
     /// Read by other threads (status, watchdog); written by the decode thread.
     let snapshot = NIOLockedValueBox(StreamSnapshot())
     /// Tells the stream's RTP receiver (on the network side) that the decoder wants a keyframe of a source, or no
@@ -154,20 +154,21 @@ final class StreamWorker: Sendable {
 
     /// `resume` runs once the backlog has drained to half the high-water mark: on the decode thread when it gets
     /// there, or at once if it already has (the thread may have drained the queue before this was registered).
+    /// Every connection paused meanwhile is resumed: one ending while the next pauses must not take its turn.
     func whenDrained(_ resume: @escaping @Sendable () -> Void) {
-        resumeReading.withLockedValue { $0 = resume }
-        if queue.waitingBytes < backlogHighWater / 2 { takeResume()?() }
+        resumeReading.withLockedValue { $0.append(resume) }
+        if queue.waitingBytes < backlogHighWater / 2 { takeResumes().forEach { $0() } }
     }
 
     /// Decode thread: `remaining` bytes are still queued; a paused listener resumes below half the high-water mark.
     func drained(to remaining: Int) {
-        if remaining < backlogHighWater / 2 { takeResume()?() }
+        if remaining < backlogHighWater / 2 { takeResumes().forEach { $0() } }
     }
 
-    /// The pending resume callback, at most once.
-    private func takeResume() -> (@Sendable () -> Void)? {
+    /// The pending resume callbacks, each at most once.
+    private func takeResumes() -> [@Sendable () -> Void] {
         resumeReading.withLockedValue { value in
-            defer { value = nil }
+            defer { value = [] }
             return value
         }
     }

@@ -83,8 +83,8 @@ enum ReadHold: Sendable, Equatable {
     case reading(since: UInt64)
     case heldBack
 
-    /// Where silence since `time` (the server's last packet, the session's start) counts from: `time`, or the end
-    /// of the last hold if later; nil while held back, when the server cannot be heard.
+    /// Where the server's silence since its last packet at `time` counts from: `time`, or the end of the last hold
+    /// if later; nil while held back, when the server cannot be heard.
     func silentSince(_ time: UInt64) -> UInt64? {
         guard case .reading(let since) = self else { return nil }
         return max(time, since)

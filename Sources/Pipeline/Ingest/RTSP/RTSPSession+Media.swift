@@ -109,7 +109,8 @@ extension RTSPSession {
                     if verdict != .accepted { refuse(verdict, "the RTSP connection") }
                     guard accepted else { return }
                     if delivery == .decoderBehind { lost.increment() }
-                    if !worker.acceptsMoreBytes { connection.pauseReading(until: worker) }
+                    // A session that has ended holds nothing back: its connection is going.
+                    if !worker.acceptsMoreBytes && delivery != .sessionEnded { connection.pauseReading(until: worker) }
                 }
                 if channel == rtcpChannel { payload.withUnsafeBytes { note(RTPReceptionStatistics.news(in: $0)) } }
             }

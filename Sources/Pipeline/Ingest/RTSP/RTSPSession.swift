@@ -180,13 +180,14 @@ final class RTSPSession {
             if stopRequested() { return nil }
             if !connection.channel.isActive { return connection.failure.withLockedValue { $0 } ?? .closed }
             let now = MonotonicClock.nanoseconds()
-            // While reads wait for the decode thread (`ReadHold`), the silence is ours, not the server's: no session
-            // ends for it, and it counts from the end of the hold.
+            // While reads wait for the decode thread (`ReadHold`) no session ends for no video: the silence may be
+            // ours. The clock is not restarted by a hold (the decode thread goes on meanwhile): a server whose
+            // backlog is held back every second, and never decodes, still ends once reads flow.
             let hold = connection.readHold.withLockedValue { $0 }
-            if let counted = hold.silentSince(start) {
-                let quiet = SenderDeadlines.quiet(admittedAt: counted, lastProgress: worker.activity.lastProgress(of: id), now: now)
+            if hold != .heldBack {
+                let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
                 if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
-                let undecoded = SenderDeadlines.quiet(admittedAt: counted, lastProgress: worker.activity.lastDecoded(of: id), now: now)
+                let undecoded = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastDecoded(of: id), now: now)
                 if undecoded > stallLimit { return .undecodable(seconds: Double(undecoded) / 1e9) }
             }
             if media.withLockedValue({ $0.goodbyeReceived }) { return .ended }

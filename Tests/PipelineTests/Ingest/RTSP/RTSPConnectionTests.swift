@@ -42,6 +42,20 @@ import Testing
         #expect(since > 0, "the end of the hold is noted: the server's silence counts from it")
     }
 
+    /// A session's connection ending while the next one pauses on the same backlog: each is resumed by the drain
+    /// (the worker kept one callback, so the last to pause took the other's turn and left it held back for ever).
+    @Test func everyConnectionPausedOnTheBacklogIsResumed() throws {
+        let (channel, handler, worker) = try Self.connection()
+        let next = RTSPConnectionHandler()
+        let nextChannel = EmbeddedChannel(handler: next)
+        handler.pauseReading(until: worker)
+        next.pauseReading(until: worker)
+        Self.drain(worker, on: channel)
+        nextChannel.embeddedEventLoop.run()
+        #expect(handler.readHold.withLockedValue { $0 } != .heldBack)
+        #expect(next.readHold.withLockedValue { $0 } != .heldBack)
+    }
+
     /// Throttled (too much that is not video), then behind: held back until the backlog drains, not only until the
     /// budget's window ends.
     @Test func aThrottledConnectionIsHeldBackPastTheBudgetsWindow() throws {
