@@ -144,8 +144,9 @@ final class StreamWorker: Sendable {
     var acceptsMoreBytes: Bool { queue.waitingBytes < backlogHighWater }
 
     /// How far past the high-water mark a pushed-back connection's bytes already read still go in: a read, and what
-    /// a server sends (a TCP window's worth) before it answers a request the connection waits for.
-    static let alreadyReadAllowance = 8 << 20
+    /// the socket buffers hold on both sides, which NIO reads at once, paused or not, when the server closes the
+    /// connection (it reads on to the end of the stream): about 10 MB with Debian's tcp_rmem and tcp_wmem limits.
+    static let alreadyReadAllowance = 16 << 20
 
     /// Whether bytes already read from a connection that is pushed back (interleaved RTSP over TCP: its reads pause
     /// over the high-water mark) may still be queued. Only past the mark and `alreadyReadAllowance` is anything

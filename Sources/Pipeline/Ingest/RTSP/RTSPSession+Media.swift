@@ -99,7 +99,7 @@ extension RTSPSession {
                     let verdict = payload.withUnsafeBytes { bytes in media.withLockedValue { $0.gate?.admitRTP(bytes, fromPort: nil) } }
                     // TCP is not to lose data: over the high-water mark the connection pauses its reads, so
                     // that a server sending faster than we decode is held back, and what was already read is still
-                    // queued (dropped, the sequence gap reporting the loss, only 8 MiB past the mark:
+                    // queued (dropped, the sequence gap reporting the loss, only 16 MiB past the mark:
                     // `acceptsBytesAlreadyRead`).
                     let accepted = verdict?.isAccepted ?? false
                     let delivery = accepted ? payload.withUnsafeBytes(deliver) : nil
@@ -161,7 +161,7 @@ extension RTSPSession {
     /// What became of an RTP packet the gate let through.
     enum Delivery {
         case queued
-        /// Dropped while the decode thread is behind (UDP; interleaved only 8 MiB past the high-water mark): the
+        /// Dropped while the decode thread is behind (UDP; interleaved only 16 MiB past the high-water mark): the
         /// sequence gap flags the loss.
         case decoderBehind
         /// No RTP packet (counted as discarded, logged at most once per 10 s).
