@@ -90,8 +90,8 @@ enum ReadHold: Sendable, Equatable {
         return max(time, since)
     }
 
-    /// Whether a request (a keep-alive) may go out: not while held back (it goes once reads resume).
-    var allowsRequests: Bool { self != .heldBack }
+    /// No request (a keep-alive) goes out while held back: it goes once reads resume.
+    var isHeldBack: Bool { self == .heldBack }
 }
 
 /// The RTSP connection's channel handler: requests go out in order and their answers come back in order (a

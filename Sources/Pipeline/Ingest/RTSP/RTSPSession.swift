@@ -184,7 +184,7 @@ final class RTSPSession {
             // ours. The clock is not restarted by a hold (the decode thread goes on meanwhile): a server whose
             // backlog is held back every second, and never decodes, still ends once reads flow.
             let hold = connection.readHold.withLockedValue { $0 }
-            if hold != .heldBack {
+            if !hold.isHeldBack {
                 let quiet = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastProgress(of: id), now: now)
                 if quiet > stallLimit { return .stalled(seconds: Double(quiet) / 1e9) }
                 let undecoded = SenderDeadlines.quiet(admittedAt: start, lastProgress: worker.activity.lastDecoded(of: id), now: now)
@@ -206,7 +206,7 @@ final class RTSPSession {
             if let rtcpSender {
                 Self.send(media.withLockedValue { $0.receiver.poll(now: MonotonicClock.nanoseconds()) }, with: rtcpSender, metrics: worker.metrics)
             }
-            if now >= nextKeepAlive && hold.allowsRequests {
+            if now >= nextKeepAlive && !hold.isHeldBack {
                 nextKeepAlive = now + keepAliveInterval
                 try await keepAlive(timeout: RTSPConnection.answerTimeout)
             }

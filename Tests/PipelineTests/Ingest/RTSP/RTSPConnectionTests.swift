@@ -11,7 +11,7 @@ import Testing
         #expect(ReadHold.reading(since: 9).silentSince(5) == 9, "the server could not be heard before the hold ended")
         #expect(ReadHold.reading(since: 9).silentSince(12) == 12)
         #expect(ReadHold.heldBack.silentSince(5) == nil)
-        #expect(ReadHold.reading(since: 9).allowsRequests && !ReadHold.heldBack.allowsRequests)
+        #expect(!ReadHold.reading(since: 9).isHeldBack && ReadHold.heldBack.isHeldBack)
     }
 
     /// A handler on an embedded channel, and the stream's worker with its backlog over the high-water mark.
