@@ -256,14 +256,17 @@ struct ViewerTests {
         #expect(viewer.waitFor(timeout: 10) { (try? screen.size(of: window)).map { $0 == (320, 240) } ?? false },
                 "back from fullscreen: \(String(describing: try? screen.size(of: window)))")
 
-        // Once (under a full run's load) the window was gone by now (BadWindow): say what the viewer was doing then.
+        // xdotool sends q's press and then its release to the window; the viewer quits on the press, so under load
+        // the window can be gone before the release (BadWindow, xdotool exits 1). That is q working: judge by the
+        // viewer's exit, and say what it was doing only when it did not quit.
         do {
             try screen.press("q", in: window)
         } catch {
-            let state = viewer.process.isRunning ? "still running" : "exited \(viewer.process.terminationStatus)"
-            let windows = (try? screen.run("xdotool", ["search", "--name", "."]).text) ?? "?"
-            Issue.record("q not delivered: \(error); the viewer \(state); windows now: \(windows); its stderr: \(viewer.errors.suffix(2000))")
-            return
+            if !viewer.waitFor(timeout: 10, { !viewer.process.isRunning }) {
+                let windows = (try? screen.run("xdotool", ["search", "--name", "."]).text) ?? "?"
+                Issue.record("q not delivered: \(error); the viewer still running; windows now: \(windows); its stderr: \(viewer.errors.suffix(2000))")
+                return
+            }
         }
         #expect(viewer.waitFor(timeout: 10) { !viewer.process.isRunning }, "q did not quit")
         #expect(!viewer.process.isRunning && viewer.process.terminationStatus == 0, "\(viewer.errors)")
