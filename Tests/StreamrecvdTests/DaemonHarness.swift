@@ -22,6 +22,17 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; whether it held. For what a loaded machine may
+/// take a while to get to: a log line, a counter.
+func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() >= deadline { return false }
+        usleep(20_000)
+    }
+    return true
+}
+
 func tool(_ name: String) -> String { TestEnvironment.productsDirectory.appendingPathComponent(name).path }
 
 struct HarnessError: Error, CustomStringConvertible {

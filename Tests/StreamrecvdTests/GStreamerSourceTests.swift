@@ -88,7 +88,8 @@ func writeClip(_ bytes: [UInt8], _ name: String, in directory: URL) throws -> St
                                                encoderParameters: codec == "h264" ? "bframes=2" : "", in: directory,
                                                name: "clip.\(codec)").path
         let reference = try ffmpegRawMD5s(clip, pixelFormat: pixelFormat)
-        let daemon = try DaemonProcess(label: "gst\(codec)\(pixelFormat)", settings: ["max_width": "320", "max_height": "240", "slots": "16"])
+        // More slots than frames: gst-launch printing a line per buffer must not be lapped when the machine is loaded.
+        let daemon = try DaemonProcess(label: "gst\(codec)\(pixelFormat)", settings: ["max_width": "320", "max_height": "240", "slots": "48"])
         let raw = directory.appendingPathComponent("out.raw").path
         let gst = try GstLaunch("streamrecvsrc stream=\(daemon.name) num-buffers=40 ! identity silent=false ! filesink location=\(raw)",
                                 directory: directory)

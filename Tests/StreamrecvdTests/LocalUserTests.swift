@@ -192,15 +192,20 @@ import Testing
         let consumer = try consumerExample()
         for name in names where name != escape {
             let readers = try [
-                ("cat", tool("streamrecvctl"), ["cat", "--shm", "streamrecv-" + name, "--frames", "1", "--timeout", "5"]),
-                ("c", consumer, [name, "1"]),
-                ("python", "/usr/bin/python3", [pythonReader, name, "--frames", "1", "--timeout", "5"]),
-            ].map { label, executable, arguments in (label, try WatchedProcess(executable, arguments)) }
+                ("cat", tool("streamrecvctl"), ["cat", "--shm", "streamrecv-" + name, "--frames", "1", "--timeout", "5"], "reading"),
+                ("c", consumer, [name, "1"], "attached"),
+                ("python", "/usr/bin/python3", [pythonReader, name, "--frames", "1", "--timeout", "5"], "attached"),
+            ].map { label, executable, arguments, marker in (label, try WatchedProcess(executable, arguments), marker) }
             if let forgery = slots.first(where: { "\(tag)-\($0.name)" == name }) {
-                usleep(500_000)
+                // Each reader starts at the frame after the latest: frame 2 goes in only once all have attached (or
+                // refused the object), however long a loaded machine takes to start them.
+                for (label, reader, marker) in readers {
+                    #expect(eventually(within: 20) { !reader.process.isRunning || reader.errorsSoFar.contains(marker) },
+                            "\(label) on \(name) did not attach: \(reader.errorsSoFar)")
+                }
                 try publishForgedFrame(two: "streamrecv-" + name, forge: forgery.forge)
             }
-            for (label, reader) in readers {
+            for (label, reader, _) in readers {
                 let result = reader.finish(within: 20)
                 #expect(!result.crashed, "\(label) on \(name) crashed: \(result.errors)")
                 #expect(result.status != 0, "\(label) on \(name) accepted it")

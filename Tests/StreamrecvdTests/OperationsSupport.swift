@@ -75,6 +75,9 @@ final class WatchedProcess {
         try process.run()
     }
 
+    /// What it has written to standard error so far.
+    var errorsSoFar: String { (try? String(contentsOf: errorURL, encoding: .utf8)) ?? "" }
+
     /// Waits up to `seconds` (then SIGTERM) for the end: exit status, whether a signal ended it, what it said.
     func finish(within seconds: Double) -> (status: Int32, crashed: Bool, errors: String) {
         let deadline = Date().addingTimeInterval(seconds)

@@ -92,9 +92,11 @@ final class TimingReader: @unchecked Sendable {
             #expect(flagged == published.first.map { [$0.offset] }, "\(format.width): the discontinuity flag on the first only: \(flagged)")
             let waited = published.map(\.element.waitedSeconds)
             let held = waited.max() ?? 0
-            #expect(held > 1.0 && held < 1.9, "\(format.width): the first frames readable \(held) s after their first byte")
+            // The 1.5 s injected, plus making the ring: a loaded machine may add a second; waiting twice would not fit.
+            #expect(held > 1.0 && held < 2.9, "\(format.width): the first frames readable \(held) s after their first byte")
             let prompt = waited.suffix(format.frames / 4).max() ?? 0
-            #expect(prompt < 0.4, "\(format.width): a frame decoded after its ring came was readable \(prompt) s after its first byte")
+            // A decode thread that waited for the ring would add the 1.5 s; a loaded machine, far less.
+            #expect(prompt < 1.0, "\(format.width): a frame decoded after its ring came was readable \(prompt) s after its first byte")
         }
         #expect(!frames.contains { $0.flags.contains(.corrupt) })
         #expect(daemon.stop() == 0)

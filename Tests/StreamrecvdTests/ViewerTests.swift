@@ -259,6 +259,7 @@ struct ViewerTests {
         // xdotool sends q's press and then its release to the window; the viewer quits on the press, so under load
         // the window can be gone before the release (BadWindow, xdotool exits 1). That is q working: judge by the
         // viewer's exit, and say what it was doing only when it did not quit.
+        try #require(viewer.process.isRunning, "the viewer quit before q: \(viewer.errors)")
         do {
             try screen.press("q", in: window)
         } catch {

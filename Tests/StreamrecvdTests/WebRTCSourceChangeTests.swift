@@ -14,8 +14,9 @@ import Testing
         let relay = try LossyRelay(to: mediaPort, loss: 0.02, delayMilliseconds: 10)
         let record = daemon.directory.appendingPathComponent("sent.h264").path
         let frames = 180
-        // The client sends for half a second more than its frames: cat ends 3 s after the last frame it gets.
-        let cat = try CatProcess(stream: daemon.name, frames: 10 * frames, timeout: 3, directory: daemon.directory)
+        // cat ends 15 s after the last frame it gets; its timeout also covers the wait for the first, which on a
+        // loaded machine includes the client's start, ICE and DTLS (3 s was once too short).
+        let cat = try CatProcess(stream: daemon.name, frames: 10 * frames, timeout: 15, directory: daemon.directory)
         let client = try WebRTCIngestTests.runClient(
             url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record, frames: frames,
             extra: ["--timeout", "60", "--media-via", String(relay.port), "--change-ssrc-at", "90"])
