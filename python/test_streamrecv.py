@@ -172,6 +172,19 @@ class ReaderTest(unittest.TestCase):
             self.assertEqual(int(luma.sum()), 80)
             self.assertEqual(u.tolist(), [[11, 11]])
 
+    def test_a_name_that_is_a_path_is_refused(self):
+        link = "streamrecv-link-%d" % os.getpid()
+        os.symlink("/dev/shm", "/dev/shm/" + link)
+        try:
+            for name in (link + "/" + self.ring.name, "..", ".", "../shm/" + self.ring.name):
+                with self.assertRaises(streamrecv.RingError) as caught:
+                    streamrecv.FrameRing(shm_name=name)
+                self.assertIn("not a plain name", str(caught.exception))
+            with self.assertRaises(streamrecv.RingError):
+                streamrecv.FrameRing("a/b")
+        finally:
+            os.unlink("/dev/shm/" + link)
+
     def test_what_is_not_a_ring_is_refused(self):
         with self.assertRaises(streamrecv.RingError):
             streamrecv.FrameRing("no-such-stream-%d" % os.getpid())

@@ -128,7 +128,8 @@ struct RingAttachment: Sendable {
             var checked = geometry.checked
             guard let format = PixelFormat(rawValue: copy.pixel_format), streamrecv_shm_check_slot(&copy, &checked) == nil,
                   case let layout = FrameLayout(format: format, width: Int(copy.width), height: Int(copy.height)),
-                  layout.byteCount <= geometry.slotDataCapacity, copy.data_size == UInt64(layout.byteCount) else {
+                  layout.byteCount <= geometry.slotDataCapacity, copy.data_size == UInt64(layout.byteCount),
+                  Self.slot(copy, describes: layout) else {
                 return streamrecv_shm_read_end(slot, begin) != 0 ? .invalid : .torn
             }
             let info = FrameInfo(
@@ -144,6 +145,26 @@ struct RingAttachment: Sendable {
         }
         // Shrunk under us: what was copied may be zeros, and the object is useless.
         return object.faulted ? .invalid : outcome
+    }
+
+    /// Whether the slot describes its frame as the writer does (`FrameLayout`'s planes, the format's sample size):
+    /// the pixels are read by that layout, so a slot that says anything else is not a frame a writer made whole.
+    private static func slot(_ slot: streamrecv_shm_slot, describes layout: FrameLayout) -> Bool {
+        guard slot.plane_count == UInt32(layout.planes.count), slot.bits_per_sample == UInt32(layout.format.bitDepth) else { return false }
+        // By index into the C arrays (Swift tuples) without building arrays: this runs for every frame read.
+        func element<T>(_ values: (T, T, T, T), _ index: Int) -> T {
+            switch index {
+            case 0: values.0
+            case 1: values.1
+            case 2: values.2
+            default: values.3
+            }
+        }
+        return layout.planes.indices.allSatisfy { plane in
+            let expected = layout.planes[plane]
+            return element(slot.plane_offset, plane) == UInt64(expected.offset) && element(slot.plane_stride, plane) == UInt32(expected.stride)
+                && element(slot.plane_width, plane) == UInt32(expected.rowBytes) && element(slot.plane_height, plane) == UInt32(expected.rows)
+        }
     }
 
     /// The oldest frame after `sequence` this object holds (one the writer began it with), or `latest + 1`.

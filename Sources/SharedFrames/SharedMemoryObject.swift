@@ -217,6 +217,11 @@ final class SharedMemoryObject: @unchecked Sendable {
 
     /// Maps the object behind `name` read-only (readers never write to the ring).
     static func openForReading(name: String) throws(SharedMemoryError) -> SharedMemoryObject {
+        // O_NOFOLLOW guards the last part of a path only: a name with a '/' could pass through a directory link
+        // another user planted under /dev/shm, and '..' out of it.
+        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+            throw SharedMemoryError(operation: "open", name: name, errno: EINVAL, detail: "not a plain name under /dev/shm")
+        }
         // O_NONBLOCK: a FIFO someone planted under the name must not hang the reader in open(2).
         let descriptor = open(directory + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { throw SharedMemoryError(operation: "open", name: name, errno: errno) }

@@ -35,6 +35,8 @@ struct CatCommand: ParsableCommand {
     @Option(help: "Write to files instead of standard output; %d is replaced by the format segment (0, 1, …).")
     var output: String?
 
+    func validate() throws { try Seconds.validate(timeout, "--timeout") }
+
     func run() throws {
         signal(SIGPIPE, SIG_IGN)  // a closed pipe ends the output with EPIPE, handled below
         let reader = try stream.attach(waitingUpTo: timeout)
@@ -46,7 +48,7 @@ struct CatCommand: ParsableCommand {
         var written = 0
         var header: FrameLayout?
         printError("streamrecvctl: reading /dev/shm/\(StatusCommand.printable(reader.shmName)) after frame \(previous)")
-        let timeoutNanoseconds = timeout.map { Int64($0 * 1e9) } ?? Int64.max / 2
+        let timeoutNanoseconds = timeout.map(Seconds.nanoseconds) ?? Int64.max / 2
         while frames.map({ written < $0 }) ?? true {
             var skipped: UInt64 = 0
             let outcome = reader.nextBorrowed(after: previous, timeoutNanoseconds: timeoutNanoseconds, stopWhenStopped: false, skipped: &skipped) { info, pixels in

@@ -39,6 +39,7 @@ struct SendCommand: ParsableCommand {
             throw ValidationError("the URL must start with tcp://, udp:// or rtp://")
         }
         _ = try parsedRate()
+        try Seconds.validate(duration, "--duration")
     }
 
     private func parsedRate() throws -> SendRate {

@@ -23,11 +23,13 @@ struct SnapshotCommand: ParsableCommand {
     @Option(help: "Seconds to wait for a first frame.")
     var timeout: Double = 5
 
+    func validate() throws { try Seconds.validate(timeout, "--timeout") }
+
     func run() throws {
         let reader = try stream.attach()
         var pixels: [UInt8] = []
         let latest = reader.latestSequence
-        let outcome = reader.next(after: latest > 0 ? latest - 1 : 0, into: &pixels, timeoutNanoseconds: Int64(timeout * 1e9))
+        let outcome = reader.next(after: latest > 0 ? latest - 1 : 0, into: &pixels, timeoutNanoseconds: Seconds.nanoseconds(timeout))
         let info: FrameInfo
         switch outcome {
         case .frame(let frame): info = frame
@@ -80,12 +82,14 @@ struct WaitCommand: ParsableCommand {
     @Flag(help: "Say which frame arrived.")
     var verbose = false
 
+    func validate() throws { try Seconds.validate(timeout, "--timeout") }
+
     func run() throws {
         let start = MonotonicClock.nanoseconds()
-        let deadline = timeout.map { start + UInt64($0 * 1e9) } ?? UInt64.max
+        let deadline = timeout.map { start + UInt64(Seconds.nanoseconds($0)) } ?? UInt64.max
         let ring: FrameRingReader
         do {
-            guard let found = try FrameRingReader.waitingForRing(shmName: stream.shmName!, timeoutNanoseconds: timeout.map { Int64($0 * 1e9) })
+            guard let found = try FrameRingReader.waitingForRing(shmName: stream.shmName!, timeoutNanoseconds: timeout.map(Seconds.nanoseconds))
             else { throw ExitCode(2) }
             ring = found
         } catch let error as AttachError {

@@ -133,7 +133,8 @@ struct WatchCommand: ParsableCommand {
     var count: Int?
 
     func validate() throws {
-        guard interval >= 0.05 else { throw ValidationError("--interval must be at least 0.05 s") }
+        // usleep takes at most 4294 s: an hour between refreshes is plenty (and inf or NaN would trap).
+        guard interval >= 0.05, interval <= 3600 else { throw ValidationError("--interval must be 0.05 to 3600 s") }
     }
 
     func run() throws {

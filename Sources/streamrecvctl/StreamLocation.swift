@@ -12,7 +12,16 @@ struct StreamLocation: ParsableArguments {
     var shmName: String? { shm ?? name.map { "streamrecv-" + $0 } }
 
     func validate() throws {
-        guard shmName != nil else { throw ValidationError("name a stream, or give --shm SHMNAME") }
+        guard let shmName else { throw ValidationError("name a stream, or give --shm SHMNAME") }
+        // What the daemon's shm_name allows: a name under /dev/shm, never a path out of it (a '/' would follow a
+        // link another user planted there).
+        guard Self.isPlainName(shmName) else {
+            throw ValidationError("a stream or shm name is a plain name under /dev/shm: no '/', not '.' or '..'")
+        }
+    }
+
+    static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 255 && !name.contains("/") && !name.utf8.contains(0) && name != "." && name != ".."
     }
 
     /// The stream's ring; a missing object or one that is not a ring is an error (exit status 1), not a usage
@@ -34,7 +43,7 @@ struct StreamLocation: ParsableArguments {
         let name = shmName!
         let found: FrameRingReader?
         do {
-            found = try FrameRingReader.waitingForRing(shmName: name, timeoutNanoseconds: timeout.map { Int64($0 * 1e9) }) {
+            found = try FrameRingReader.waitingForRing(shmName: name, timeoutNanoseconds: timeout.map(Seconds.nanoseconds)) {
                 printError("streamrecvctl: waiting for /dev/shm/\(StatusCommand.printable(name)) (the daemon has not made the ring yet)")
             }
         } catch {

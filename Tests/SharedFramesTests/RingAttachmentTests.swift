@@ -210,6 +210,24 @@ private final class AttachedRing {
         #expect(ring.look(at: 1).outcome == "frame 1 whole", "the other slot is unaffected")
     }
 
+    /// The pixels are read by the layout the format and size make: a slot describing them otherwise (planes moved,
+    /// another sample size, a plane more or less) was not written whole by a writer, and is refused (a local
+    /// user's forgery once had `streamrecvctl cat` write such slots out as frames).
+    @Test(arguments: ["bits per sample", "plane moved", "stride", "plane rows", "plane count"])
+    func aSlotThatDescribesItsPlanesOtherwiseIsInvalid(forgery: String) throws {
+        let ring = try AttachedRing("planes", slots: 3, frames: 2)
+        #expect(ring.look(at: 2).outcome == "frame 2 whole")
+        switch forgery {
+        case "bits per sample": ring.forger.slotField(1, \.bits_per_sample).pointee = 16
+        case "plane moved": ring.forger.slotField(1, \.plane_offset).pointee.1 = 0
+        case "stride": ring.forger.slotField(1, \.plane_stride).pointee.0 += 64
+        case "plane rows": ring.forger.slotField(1, \.plane_height).pointee.2 -= 1
+        default: ring.forger.slotField(1, \.plane_count).pointee = 2
+        }
+        #expect(ring.look(at: 2) == ("invalid", false, 0))
+        #expect(ring.look(at: 1).outcome == "frame 1 whole", "the other slot is unaffected")
+    }
+
     /// A writer in the slot of the frame before the newest: that frame is being overwritten, so the reader goes
     /// on to the next; in the newest frame's own slot, the read is torn and to be tried again.
     @Test func aSlotBeingWrittenIsLappedOrTornByWhichFrameItHolds() throws {

@@ -43,6 +43,38 @@ private func plantPlainObject(_ name: String, size: Int) throws {
         }
     }
 
+    /// A name is one under /dev/shm, never a path: a '/' could pass through a directory link another user planted
+    /// there (O_NOFOLLOW guards the last part only), and '..' out of it.
+    @Test(arguments: [["a/b"], ["../etc"], ["--shm", "streamrecv-x/streamrecv-y"], ["--shm", ".."], ["--shm", "."], ["--shm", ""]])
+    func aNameThatIsAPathIsAUsageError(arguments: [String]) {
+        do {
+            _ = try StreamLocation.parse(arguments)
+            Issue.record("\(arguments) accepted")
+        } catch {
+            #expect(StreamLocation.exitCode(for: error) == .validationFailure, "\(arguments)")
+            #expect(StreamLocation.message(for: error).contains("plain name under /dev/shm"), "\(StreamLocation.message(for: error))")
+        }
+    }
+
+    /// The library refuses such a name too, whoever calls it: here a link another user could plant, a directory
+    /// under /dev/shm leading back to it, in front of a real ring.
+    @Test func theReaderRefusesANameThatIsAPath() throws {
+        let name = uniqueName("behind")
+        defer { shm_unlink("/" + name) }
+        let writer = try FrameRingWriter(configuration: FrameRingConfiguration(
+            shmName: name, streamName: "behind", slotCount: 2, maxWidth: 16, maxHeight: 16))
+        defer { writer.close() }
+        let link = uniqueName("link")
+        try #require(symlink("/dev/shm", "/dev/shm/" + link) == 0)
+        defer { unlink("/dev/shm/" + link) }
+        do {
+            _ = try FrameRingReader(shmName: link + "/" + name)
+            Issue.record("the ring was opened through the link")
+        } catch {
+            #expect("\(error)".contains("not a plain name under /dev/shm"), "\(error)")
+        }
+    }
+
     // MARK: Attaching (real objects under /dev/shm)
 
     @Test func attachingAnExistingRingReadsIt() throws {

@@ -48,8 +48,9 @@ struct ChromiumShareTests {
                                             screenshot: screenshot, proceed: proceed, profile: profile.path, directory: directory,
                                             trusting: trusted)
         defer { if browser.isRunning { browser.terminate() } }
-        // 3 s of video (≥ 60 frames, as asked); the browser keeps sending while the page is checked.
-        let frames = Self.collectFrames(90, from: reader, while: browser, timeout: 60)
+        // 5 s of video (≥ 60 frames, as asked, and room for the 30 full-size ones below when a loaded machine makes
+        // Chromium scale down for a while); the browser keeps sending while the page is checked.
+        let frames = Self.collectFrames(150, from: reader, while: browser, timeout: 60)
         _ = FileManager.default.createFile(atPath: proceed, contents: nil)
         let finished = Self.waitForExit(browser, timeout: 60)
         let output = (try? String(contentsOfFile: directory.appendingPathComponent("browser.out").path, encoding: .utf8)) ?? ""

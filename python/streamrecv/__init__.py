@@ -103,6 +103,10 @@ class FrameRing:
 
     def __init__(self, name=None, shm_name=None, trusted_uids=None):
         self.shm_name = shm_name or "streamrecv-" + name
+        # A name under /dev/shm, never a path: O_NOFOLLOW guards only the last part, so a '/' could pass through a
+        # directory link another user planted there, and '..' out of it.
+        if not self.shm_name or "/" in self.shm_name or "\0" in self.shm_name or self.shm_name in (".", ".."):
+            raise RingError("%r is not a plain name under /dev/shm" % self.shm_name)
         self._trusted_uids = trusted_uids
         self._mapping = None
         self.path = "/dev/shm/" + self.shm_name
