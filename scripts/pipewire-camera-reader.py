@@ -50,7 +50,9 @@ def main():
     args = parser.parse_args()
     Gst.init(None)
     pipeline = Gst.parse_launch(
-        f'pipewiresrc target-object={args.node} '
+        # always-copy: each buffer goes back to the camera at once, so a reader stalled by a loaded machine while
+        # it hashes queues copies instead of holding all of the node's buffers (the camera then skips frames).
+        f'pipewiresrc target-object={args.node} always-copy=true '
         'stream-properties="props,media.type=Video,media.category=Capture,media.role=Camera" '
         '! appsink name=sink sync=false max-buffers=0 drop=false')
     sink = pipeline.get_by_name("sink")
