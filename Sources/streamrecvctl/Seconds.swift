@@ -1,7 +1,7 @@
 import ArgumentParser
 
-/// A number of seconds given on the command line (`--timeout`, `--duration`, `--interval`): finite and not
-/// negative, checked in each command's `validate` so that a mistake is a usage error (exit 2); as nanoseconds,
+/// A number of seconds given on the command line (`--timeout`, `--duration`): finite and not
+/// negative, checked in each command's `validate` so that a mistake is a usage error (exit 64); as nanoseconds,
 /// clamped to a billion seconds (about 31 years, "for ever" in practice), since `inf` or `1e10` would make the
 /// conversion to an integer trap.
 enum Seconds {
