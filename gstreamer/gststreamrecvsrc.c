@@ -52,6 +52,8 @@ struct _GstStreamrecvSrc {
     gboolean target_mapped;
     GstVideoInfo target_info;
     gboolean target_ok;
+    /* Why the last copy was not made (target_ok FALSE), for the error. */
+    const char *target_problem;
     /* Buffers for the current format, reused once downstream lets go of them: a fresh 3 MB buffer per 1080p frame
      * costs its page faults every time. */
     GstBufferPool *pool;
@@ -198,7 +200,11 @@ static void copy_into_target(void *context, const struct streamrecv_shm_slot *sl
     GstVideoInfo info;
     gst_video_info_init(&info);
     self->target_ok = FALSE;
-    if (!slot_video_info(slot, &info) || (guint)slot->plane_count != GST_VIDEO_INFO_N_PLANES(&info)) return;
+    self->target_problem = "a pixel format or picture size GStreamer has no video format for";
+    if (!slot_video_info(slot, &info)) return;
+    self->target_problem = "planes that are not the ones its format and size make";
+    if (!slot_planes_match(slot, &info)) return;
+    self->target_problem = "no buffer for it";
     if (!self->target_mapped || !gst_video_info_is_equal(&info, &self->target_info)) {
         drop_target(self);
         self->target = acquire_buffer(self, &info);
@@ -216,8 +222,9 @@ static void copy_into_target(void *context, const struct streamrecv_shm_slot *sl
 static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm_slot *slot, GstBuffer **out) {
     if (!self->target_ok || !self->target_mapped) {
         drop_target(self);
-        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("unsupported frame format %u (%u planes)", slot->pixel_format,
-                          slot->plane_count), (NULL));
+        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("frame %" G_GUINT64_FORMAT ": %s", slot->sequence,
+                          self->target_problem ? self->target_problem : "not copied"),
+                          ("pixel format %u, %ux%u, %u planes", slot->pixel_format, slot->width, slot->height, slot->plane_count));
         return GST_FLOW_NOT_NEGOTIATED;
     }
     GstVideoInfo info = self->target_info;
@@ -249,7 +256,10 @@ static GstFlowReturn deliver(GstStreamrecvSrc *self, const struct streamrecv_shm
         GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DISCONT);
     if (slot->flags & STREAMRECV_FRAME_CORRUPT) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_CORRUPTED);
     if (!(slot->flags & STREAMRECV_FRAME_KEYFRAME)) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+    /* The visible rectangle, where it lies inside the picture (64-bit sums: a forged one must not wrap). */
     if (slot->visible_width > 0 && slot->visible_height > 0 &&
+        (guint64)slot->visible_x + slot->visible_width <= slot->width &&
+        (guint64)slot->visible_y + slot->visible_height <= slot->height &&
         (slot->visible_width != slot->width || slot->visible_height != slot->height)) {
         GstVideoCropMeta *crop = gst_buffer_add_video_crop_meta(buffer);
         crop->x = slot->visible_x;
@@ -278,6 +288,13 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
         uint32_t seen = ring_wake_word(&self->ring, &truncated);
         uint64_t latest = ring_latest(&self->ring, &truncated);
         uint64_t epoch = ring_epoch(&self->ring, &truncated);
+        if (latest == UINT64_MAX && !truncated) {
+            /* No writer numbers that far (a frame a nanosecond would take 584 years); the next would wrap to 0. */
+            GST_ELEMENT_ERROR(self, STREAM, DECODE, ("%s is not a valid ring: its latest frame number is 2^64 - 1", path),
+                              (NULL));
+            flow = GST_FLOW_ERROR;
+            break;
+        }
         uint64_t wanted = self->mode == STREAMRECV_SRC_NEWEST ? MAX(latest, self->next) : self->next;
         enum ring_read_result result =
             truncated ? RING_READ_TRUNCATED : ring_read(&self->ring, wanted, &slot, copy_into_target, self);
@@ -300,7 +317,7 @@ static GstFlowReturn gst_streamrecv_src_create(GstPushSrc *push, GstBuffer **out
              * A sleep, not a wait on the wake word, which a forger can keep changing. */
             if (++laps > 64) g_usleep(10000);
             uint64_t oldest = ring_oldest_after(&self->ring, wanted, latest);
-            if (self->mode == STREAMRECV_SRC_EVERY_FRAME) post_qos(self, oldest - wanted);
+            if (self->mode == STREAMRECV_SRC_EVERY_FRAME && oldest > wanted) post_qos(self, oldest - wanted);
             self->next = oldest;
             self->discont = TRUE;
             continue;

@@ -33,7 +33,9 @@ gboolean slot_video_info(const struct streamrecv_shm_slot *slot, GstVideoInfo *i
     if (GST_VIDEO_INFO_IS_YUV(info) && GST_VIDEO_FORMAT_INFO_W_SUB(info->finfo, 1) == 1 &&
         GST_VIDEO_FORMAT_INFO_H_SUB(info->finfo, 1) == 1)
         info->chroma_site = GST_VIDEO_CHROMA_SITE_MPEG2;
-    if (slot->sample_aspect_num > 0 && slot->sample_aspect_den > 0) {
+    /* A ratio GstFraction cannot hold (over G_MAXINT) is no ratio a writer made: left unknown. */
+    if (slot->sample_aspect_num > 0 && slot->sample_aspect_den > 0 && slot->sample_aspect_num <= G_MAXINT &&
+        slot->sample_aspect_den <= G_MAXINT) {
         info->par_n = (gint)slot->sample_aspect_num;
         info->par_d = (gint)slot->sample_aspect_den;
     }
@@ -45,6 +47,21 @@ gboolean slot_video_info(const struct streamrecv_shm_slot *slot, GstVideoInfo *i
             info->colorimetry.transfer = gst_video_transfer_function_from_iso(slot->color_transfer);
         if (slot->color_primaries != 2)
             info->colorimetry.primaries = gst_video_color_primaries_from_iso(slot->color_primaries);
+    }
+    return TRUE;
+}
+
+gboolean slot_planes_match(const struct streamrecv_shm_slot *slot, const GstVideoInfo *info) {
+    if ((guint)slot->plane_count != GST_VIDEO_INFO_N_PLANES(info)) return FALSE;
+    for (guint plane = 0; plane < slot->plane_count; plane++) {
+        /* Any component stored in the plane gives its rows and bytes a row (NV12's U and V alike). */
+        guint component = 0;
+        while (component < GST_VIDEO_INFO_N_COMPONENTS(info) && (guint)GST_VIDEO_INFO_COMP_PLANE(info, component) != plane)
+            component++;
+        if (component == GST_VIDEO_INFO_N_COMPONENTS(info)) return FALSE;
+        guint64 row_bytes = (guint64)GST_VIDEO_INFO_COMP_WIDTH(info, component) * GST_VIDEO_INFO_COMP_PSTRIDE(info, component);
+        if (slot->plane_width[plane] != row_bytes || slot->plane_height[plane] != (guint)GST_VIDEO_INFO_COMP_HEIGHT(info, component))
+            return FALSE;
     }
     return TRUE;
 }

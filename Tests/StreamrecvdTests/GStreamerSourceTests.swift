@@ -251,4 +251,29 @@ func writeClip(_ bytes: [UInt8], _ name: String, in directory: URL) throws -> St
         #expect(gst.finish(timeout: 10) == 0, "\(gst.output.suffix(1000))")
         #expect(gst.output.contains("Freeing pipeline"), "\(gst.output.suffix(1000))")
     }
+
+    /// A local user's forged slots (docs/reliability.md): a picture its planes do not cover (64x16 with one row) is
+    /// an error naming why, where the element once passed the frame on with the rest of its buffer left from an
+    /// earlier frame or the heap; a pixel aspect ratio no GstFraction holds is left out of the caps, where it once
+    /// went out as -1/1.
+    @Test(arguments: ["rows", "aspect"])
+    func forgedSlotsAreRefusedOrLeftOut(forgery: String) throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        let name = "streamrecv-gstforged-\(forgery)-\(getpid())"
+        try forgeRing(name)
+        defer { unlink("/dev/shm/" + name) }
+        let gst = try GstLaunch("streamrecvsrc shm=\(name) num-buffers=1 ! fakesink", directory: directory)
+        #expect(gst.waitUntilAttached(), "\(gst.errors)")
+        try publishForgedFrame(two: name) { _, slot in
+            if forgery == "rows" { slot.pointee.plane_height.0 = 1 } else { (slot.pointee.sample_aspect_num, slot.pointee.sample_aspect_den) = (UInt32.max, 1) }
+        }
+        let status = gst.finish(timeout: 20)
+        let said = gst.output + gst.errors
+        if forgery == "rows" {
+            #expect(status != 0 && said.contains("frame 2: planes that are not the ones its format and size make"), "\(status): \(said.suffix(2000))")
+        } else {
+            #expect(status == 0 && gst.caps.first?.contains("pixel-aspect-ratio=(fraction)1/1") == true && !said.contains("CRITICAL"),
+                    "\(status): \(gst.caps) \(said.suffix(2000))")
+        }
+    }
 }
