@@ -184,7 +184,15 @@ class Client:
         if self.frames == self.options.change_ssrc_at:
             self.change_ssrc()
         if self.options.frames and self.frames == self.options.frames:
-            GLib.timeout_add(self.options.linger_ms, self.stop, f"sent {self.frames} frames")
+            GLib.timeout_add(self.options.linger_ms, self.close_gate, f"sent {self.frames} frames")
+
+    def close_gate(self, result):
+        # No frame enters the encoder any more; what it has made reaches both branches of the tee before the
+        # pipeline stops, so the recording holds every frame sent (stopping at once could leave the last frame
+        # sent but not recorded: a frame the receiver got that the reference lacks).
+        self.gate.set_property("drop", True)
+        GLib.timeout_add(300, self.stop, result)
+        return False
 
     def change_ssrc(self):
         _, ssrc = self.payloader.get_property("stats").get_uint("ssrc")
