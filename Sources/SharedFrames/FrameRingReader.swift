@@ -105,6 +105,10 @@ public final class FrameRingReader: Sendable {
     /// Reads retried because the slot was being written.
     public var tornReads: UInt64 { torn.load(ordering: .relaxed) }
 
+    /// Whether the object being read shrank under this reader (its owner or root truncated it): it reads as zeros
+    /// from then on, and its frames are invalid. For saying why a frame was, rather than calling the ring forged.
+    public var objectShrank: Bool { current.object.faulted }
+
     /// The object and its geometry now: one consistent pair for the whole of a call.
     private var current: RingAttachment { attachment.withLock { $0 } }
 

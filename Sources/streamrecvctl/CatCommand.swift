@@ -66,7 +66,8 @@ struct CatCommand: ParsableCommand {
                 printError("streamrecvctl: the stream's writer is gone")
                 throw ExitCode(5)
             case .invalidFrame(let sequence):
-                printError("streamrecvctl: frame \(sequence) of /dev/shm/\(StatusCommand.printable(reader.shmName)) is not a valid frame (a damaged or forged ring)")
+                let why = reader.objectShrank ? "the object shrank under the reader: truncated by its owner or root" : "a damaged or forged ring"
+                printError("streamrecvctl: frame \(sequence) of /dev/shm/\(StatusCommand.printable(reader.shmName)) is not a valid frame (\(why))")
                 throw ExitCode(6)
             case .frame(let info):
                 if skipped > 0 { printError("streamrecvctl: lapped: \(skipped) frame(s) skipped before frame \(info.sequence)") }

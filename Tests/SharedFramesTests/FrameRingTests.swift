@@ -249,7 +249,9 @@ private final class HandedOver: @unchecked Sendable {
         ftruncate(descriptor, 4096)
         close(descriptor)
         var pixels: [UInt8] = []
+        #expect(!reader.objectShrank)
         #expect(reader.read(sequence: 1, into: &pixels) == .invalid)
+        #expect(reader.objectShrank, "why the frame is invalid: the object shrank, not a forged slot")
         // The writer touches the shrunk object without dying, moves to a new one, and the reader follows.
         #expect(writer.publish(layout: layout, metadata: FrameMetadata()) { pattern($0, sequence: 2); _ = $1 } == .published(sequence: 2))
         guard case .frame(let info) = reader.next(after: 1, into: &pixels, timeoutNanoseconds: 2_000_000_000) else {
