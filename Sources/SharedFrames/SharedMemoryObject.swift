@@ -217,9 +217,7 @@ final class SharedMemoryObject: @unchecked Sendable {
 
     /// Maps the object behind `name` read-only (readers never write to the ring).
     static func openForReading(name: String) throws(SharedMemoryError) -> SharedMemoryObject {
-        // O_NOFOLLOW guards the last part of a path only: a name with a '/' could pass through a directory link
-        // another user planted under /dev/shm, and '..' out of it.
-        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+        guard SharedMemoryDirectory.isPlainName(name) else {
             throw SharedMemoryError(operation: "open", name: name, errno: EINVAL, detail: "not a plain name under /dev/shm")
         }
         // O_NONBLOCK: a FIFO someone planted under the name must not hang the reader in open(2).
@@ -272,6 +270,13 @@ final class SharedMemoryObject: @unchecked Sendable {
 
 /// The directory POSIX shared-memory objects live in.
 public enum SharedMemoryDirectory {
+    /// Whether `name` is a name in /dev/shm itself, never a path: not empty, no '/' or NUL, not '.' or '..'.
+    /// O_NOFOLLOW guards only a path's last part, so a '/' could pass through a directory link another user planted
+    /// there, and '..' out of it. The daemon's `shm_name`, the readers and streamrecvctl all go by this.
+    public static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0) && name != "." && name != ".."
+    }
+
     /// The names of everything in /dev/shm, or in `directory` (empty when it cannot be read).
     public static func names(in directory: String = "/dev/shm") -> [String] {
         guard let folder = opendir(directory) else { return [] }

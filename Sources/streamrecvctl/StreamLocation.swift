@@ -13,15 +13,10 @@ struct StreamLocation: ParsableArguments {
 
     func validate() throws {
         guard let shmName else { throw ValidationError("name a stream, or give --shm SHMNAME") }
-        // What the daemon's shm_name allows: a name under /dev/shm, never a path out of it (a '/' would follow a
-        // link another user planted there).
-        guard Self.isPlainName(shmName) else {
+        // Refused here as a usage mistake; the library would refuse it too, as an error at attach.
+        guard SharedMemoryDirectory.isPlainName(shmName) else {
             throw ValidationError("a stream or shm name is a plain name under /dev/shm: no '/', not '.' or '..'")
         }
-    }
-
-    static func isPlainName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 255 && !name.contains("/") && !name.utf8.contains(0) && name != "." && name != ".."
     }
 
     /// The stream's ring; a missing object or one that is not a ring is an error (exit status 1), not a usage

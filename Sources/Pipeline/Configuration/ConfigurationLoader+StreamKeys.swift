@@ -1,6 +1,7 @@
 import Bitstream
 import Decoding
 import Glibc
+import SharedFrames
 import TOMLKit
 
 /// The keys every stream has (decoding, the ring, senders), and which keys belong to some transports only.
@@ -95,7 +96,7 @@ extension ConfigurationLoader {
             stream.decoderLinger = seconds
         }
         if let shmName = try entry.string("shm_name") {
-            guard !shmName.isEmpty, shmName.count <= 200, !shmName.contains("/"), shmName != ".", shmName != ".." else {
+            guard shmName.count <= 200, SharedMemoryDirectory.isPlainName(shmName) else {
                 throw entry.error("shm_name", "shm_name must be a plain name (no '/'), as under /dev/shm")
             }
             stream.shmName = shmName

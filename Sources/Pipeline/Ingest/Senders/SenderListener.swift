@@ -19,6 +19,8 @@ final class SenderHandler: ChannelInboundHandler {
     private let logger: Logger
     private var reason = DisconnectReason.closedBySender
     private var idleCheck: RepeatedTask?
+    /// Reads are stopped until the decode thread drains its backlog (one resume asked for per pause).
+    private var readsPaused = false
 
     init(id: ConnectionID, worker: StreamWorker, registry: SenderRegistry, metrics: StreamMetrics, logger: Logger) {
         self.id = id
@@ -59,13 +61,17 @@ final class SenderHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = worker.bytePool.copy(unwrapInboundIn(data))
-        guard !worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id) else { return }
+        guard !worker.enqueue(bytes: bytes, receivedAt: MonotonicClock.nanoseconds(), connection: id), !readsPaused else { return }
         // The decode thread is behind: stop reading; TCP flow control holds the sender back until it catches up.
+        // Once a pause: the reads NIO still delivers meanwhile (it drains a closed connection) add no resume.
+        readsPaused = true
         let channel = context.channel
         _ = channel.setOption(ChannelOptions.autoRead, value: false)
         logger.debug("decoder behind by \(worker.backlogHighWater) bytes: pausing reads from the sender")
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         worker.whenDrained {
             channel.eventLoop.execute {
+                bound.value.readsPaused = false
                 _ = channel.setOption(ChannelOptions.autoRead, value: true)
             }
         }
