@@ -157,7 +157,8 @@ import Testing
 
     /// A socket of `type` bound to a free loopback port and kept open; the descriptor and the port.
     static func occupiedPort(_ type: Int32) -> (descriptor: Int32, port: Int) {
-        let descriptor = socket(AF_INET, type, 0)
+        // Close-on-exec: a child another test starts meanwhile must not keep the port held after the close below.
+        let descriptor = socket(AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
