@@ -198,7 +198,8 @@ class Page:
 
 TEXT_OF = "document.getElementById('%s').textContent"
 # One second of a connection's statistics, in the fields of the share page's window.shareHistory: what the browser
-# sends and allows itself (availableOutgoingBitrate of the selected pair), the encoder's frame rate and size.
+# sends and allows itself (availableOutgoingBitrate of the selected pair), the encoder's frame rate and size, its
+# mean QP over the second, what it says limits its quality, and the keyframes it encoded so far.
 # `state` keeps the previous report, for the bitrate. Shared with scripts/loopback_share.py's page.
 STATISTICS_FUNCTION = """async function shareStatistics(pc, state) {
   const report = await pc.getStats();
@@ -214,7 +215,10 @@ STATISTICS_FUNCTION = """async function shareStatistics(pc, state) {
   return { time: out.timestamp, sentKbps: last && out.timestamp > last.timestamp
              ? Math.round((out.bytesSent - last.bytesSent) * 8 / (out.timestamp - last.timestamp)) : undefined,
            allowedKbps: allowed && Math.round(allowed / 1000), fps: out.framesPerSecond, width: out.frameWidth,
-           height: out.frameHeight, framesEncoded: out.framesEncoded, limit: out.qualityLimitationReason };
+           height: out.frameHeight, framesEncoded: out.framesEncoded, limit: out.qualityLimitationReason,
+           qp: last && out.framesEncoded > last.framesEncoded
+             ? Math.round((out.qpSum - last.qpSum) / (out.framesEncoded - last.framesEncoded)) : undefined,
+           keyFrames: out.keyFramesEncoded, encoder: out.encoderImplementation };
 }"""
 # The share page's connection (its top-level `session.pc`) read that way, so that a page of another build (a
 # benchmark's baseline) is measured as this one is.
