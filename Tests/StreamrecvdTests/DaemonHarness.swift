@@ -22,11 +22,11 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Polls `condition` every 20 ms until it holds or `seconds` pass; whether it held. For what a loaded machine may
-/// take a while to get to: a log line, a counter.
-func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; whether it held. State is waited for, never a
+/// fixed time: a log line, a counter, what a loaded machine may take a while to get to.
+func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
+    while try !condition() {
         if Date() >= deadline { return false }
         usleep(20_000)
     }

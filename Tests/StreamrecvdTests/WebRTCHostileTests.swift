@@ -27,16 +27,6 @@ import Testing
                         headers: ["Content-Type": "application/sdp", "Authorization": "Bearer \(WebRTCIngestTests.token)"], body: sdp).status
     }
 
-    /// Polls `condition` until it holds or `seconds` pass: state is waited for, never a fixed time.
-    static func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while true {
-            if try condition() { return true }
-            if Date() >= deadline { return false }
-            usleep(100_000)
-        }
-    }
-
     static func metrics(_ port: Int) -> String { (try? httpGet(port: port, path: "/metrics").body) ?? "" }
 
     static func ended(_ body: String, _ reason: String) -> Double? {
@@ -75,7 +65,7 @@ import Testing
         let tables = names.map { "\n[[stream]]\nname = \"\($0)\"\nlisten = \"whip\"\n\(tokenLine)\nhwaccel = \"none\"\nmax_width = 64\nmax_height = 64\nslots = 2\n" }
         try (base + tables.joined()).write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.send(signal: SIGHUP)
-        #expect(Self.eventually(within: 60) { daemon.log.contains("reloaded") && daemon.log.contains("taking WebRTC") && daemon.log.contains("\(names[99]) whip=") },
+        #expect(eventually(within: 60) { daemon.log.contains("reloaded") && daemon.log.contains("taking WebRTC") && daemon.log.contains("\(names[99]) whip=") },
                 "\(daemon.log.suffix(2000))")
         let (rssBaseline, descriptorsBaseline) = (residentKilobytes(pid), openDescriptors(pid))
         var measured: [String] = []
@@ -93,7 +83,7 @@ import Testing
                 // that session's place: a client back after a crash is not refused for its leftover (503 until the
                 // hold, counted).
                 var status = 0
-                _ = try Self.eventually(within: 15) {
+                _ = try eventually(within: 15) {
                     status = try Self.post(port: whipPort, stream: names[0], Self.offer(ufrag: "back\(refusedBeforeHold)"))
                     refusedBeforeHold += status == 503 ? 1 : 0
                     return status != 503
@@ -105,13 +95,13 @@ import Testing
             let (rssPeak, descriptorsPeak) = (residentKilobytes(pid), openDescriptors(pid))
             // The ICE timeout is 10 s, checked every second.
             var body = ""
-            let expired = Self.eventually(within: 40) {
+            let expired = eventually(within: 40) {
                 body = Self.metrics(metricsPort)
                 return Self.ended(body, "ice_timeout") == Double(64 * round) && unlabelled(body, "streamrecvd_webrtc_sessions") == 0
             }
             #expect(expired, "round \(round): \(body)\n\(daemon.log.suffix(2000))")
             // The WHIP and metrics connections close a moment after their answers.
-            #expect(Self.eventually(within: 20) { openDescriptors(pid) <= descriptorsBaseline },
+            #expect(eventually(within: 20) { openDescriptors(pid) <= descriptorsBaseline },
                     "round \(round): descriptors \(descriptorsBaseline) -> \(openDescriptors(pid))")
             let (rssAfter, descriptorsAfter) = (residentKilobytes(pid), openDescriptors(pid))
             // Generous: allocator pools keep some of what 64 sessions and 137 HTTP exchanges took.
@@ -140,7 +130,7 @@ import Testing
                                                      extra: ["--wrong-fingerprint", "--timeout", "20"])
         #expect(forged.result.hasPrefix("failed:"), "\(forged.result)\n\(forged.log)")
         var body = ""
-        #expect(Self.eventually(within: 30) {
+        #expect(eventually(within: 30) {
             body = Self.metrics(metricsPort)
             return Self.ended(body, "fingerprint_mismatch") == 1 && unlabelled(body, "streamrecvd_webrtc_sessions") == 0
         }, "\(body)\n\(daemon.log.suffix(2000))")
@@ -183,7 +173,7 @@ import Testing
         #expect(duplicated >= 20 && replayed >= 5, "the relay copied too little to test anything: \(counts)")
         // Every copy sent was rejected (nothing else is, on this path); the last may still be on its way in.
         var body = ""
-        let counted = Self.eventually(within: 10) {
+        let counted = eventually(within: 10) {
             body = Self.metrics(metricsPort)
             return (unlabelled(body, "streamrecvd_webrtc_srtp_rejected_total") ?? 0) >= Double(duplicated + replayed)
         }

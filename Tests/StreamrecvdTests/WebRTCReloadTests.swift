@@ -23,11 +23,11 @@ import Testing
         let client = try WebRTCIngestTests.startClient(url: "http://127.0.0.1:\(whipPort)/whip/\(daemon.name)", record: record,
                                                        frames: frames, extra: ["--timeout", "60"], log: logPath)
         defer { if client.isRunning { client.terminate() } }
-        #expect(WebRTCHostileTests.eventually(within: 30) { Self.published(daemon) >= 15 }, "\(Self.clientLog(logPath))\n\(daemon.log.suffix(2000))")
+        #expect(eventually(within: 30) { Self.published(daemon) >= 15 }, "\(Self.clientLog(logPath))\n\(daemon.log.suffix(2000))")
         for round in 1...3 {
             let before = daemon.log.components(separatedBy: "reloaded").count
             daemon.send(signal: SIGHUP)
-            #expect(WebRTCHostileTests.eventually(within: 20) { daemon.log.components(separatedBy: "reloaded").count > before },
+            #expect(eventually(within: 20) { daemon.log.components(separatedBy: "reloaded").count > before },
                     "round \(round): \(daemon.log.suffix(2000))")
         }
         #expect(daemon.log.contains("unchanged \(daemon.name)"), "\(daemon.log.suffix(2000))")
@@ -35,7 +35,7 @@ import Testing
         let afterReloads = Self.published(daemon)
         #expect(afterReloads < UInt64(frames - 30), "the client was nearly done before the reloads: nothing was tested")
         #expect(unlabelled(WebRTCHostileTests.metrics(metricsPort), "streamrecvd_webrtc_sessions") == 1)
-        #expect(WebRTCHostileTests.eventually(within: 30) { Self.published(daemon) > afterReloads + 30 })
+        #expect(eventually(within: 30) { Self.published(daemon) > afterReloads + 30 })
         client.waitUntilExit()
         #expect(client.terminationStatus == 0, "\(Self.clientLog(logPath))\n\(daemon.log.suffix(2000))")
         try WebRTCIngestTests.expectBitExact(cat, against: record, daemon: daemon, fromFirst: true)
@@ -58,16 +58,16 @@ import Testing
                                                        record: daemon.directory.appendingPathComponent("first.h264").path,
                                                        frames: 1800, extra: ["--timeout", "90"], log: logPath)
         defer { if client.isRunning { client.terminate() } }
-        #expect(WebRTCHostileTests.eventually(within: 30) { Self.published(daemon) >= 15 }, "\(Self.clientLog(logPath))\n\(daemon.log.suffix(2000))")
+        #expect(eventually(within: 30) { Self.published(daemon) >= 15 }, "\(Self.clientLog(logPath))\n\(daemon.log.suffix(2000))")
         let renamed = daemon.name + "-renamed"
         defer { shm_unlink("/streamrecv-" + renamed) }
         let base = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
         try base.replacingOccurrences(of: "name = \"\(daemon.name)\"", with: "name = \"\(renamed)\"")
             .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.send(signal: SIGHUP)
-        #expect(WebRTCHostileTests.eventually(within: 20) { daemon.log.contains("removed \(daemon.name)") }, "\(daemon.log.suffix(2000))")
+        #expect(eventually(within: 20) { daemon.log.contains("removed \(daemon.name)") }, "\(daemon.log.suffix(2000))")
         // Told, the client stops at once; untold, it would send its 1800 frames (a minute) into the void.
-        let stopped = WebRTCHostileTests.eventually(within: 20) { !client.isRunning }
+        let stopped = eventually(within: 20) { !client.isRunning }
         if client.isRunning { client.terminate() }
         client.waitUntilExit()
         let said = Self.clientLog(logPath)
@@ -75,11 +75,11 @@ import Testing
         let lines = daemon.log.components(separatedBy: "of stream \(daemon.name) ended: the stream stopped").count - 1
         #expect(lines == 1, "\(lines) lines\n\(daemon.log.suffix(2000))")
         // The decode thread's line names the daemon's side, not the sender, as the one that closed.
-        #expect(WebRTCHostileTests.eventually(within: 10) { daemon.log.contains("sender disconnected: listener closed") },
+        #expect(eventually(within: 10) { daemon.log.contains("sender disconnected: listener closed") },
                 "\(daemon.log.suffix(2000))")
         #expect(!daemon.log.contains("sender disconnected: sender closed the connection"), "\(daemon.log.suffix(2000))")
         var body = ""
-        #expect(WebRTCHostileTests.eventually(within: 10) {
+        #expect(eventually(within: 10) {
             body = WebRTCHostileTests.metrics(metricsPort)
             return WebRTCHostileTests.ended(body, "stream_stopped") == 1 && unlabelled(body, "streamrecvd_webrtc_sessions") == 0
         }, "\(body)")
