@@ -19,6 +19,7 @@ man in the middle's offer, as the receiver sees it): the receiver must refuse th
 import argparse
 import signal
 import sys
+import time
 
 import gi
 
@@ -41,6 +42,8 @@ class Client:
         self.location = None
         self.result = "failed: did not finish"
         self.frames = 0
+        # Buffers the recording's filesink has been handed: the tee gives it each frame counted in `frames`.
+        self.recorded = 0
         self.stopped = False
         width, height = options.size.split("x")
         # key-int-max: a keyframe each second, as a screen-share encoder has; no B-frames: WebRTC senders have none.
@@ -57,7 +60,7 @@ class Client:
             f"videotestsrc is-live=true pattern={options.pattern} ! video/x-raw,width={width},height={height},framerate={options.fps}/1,format=I420 "
             f"! valve name=gate drop=true ! {encoder} "
             f"! identity name=counter ! tee name=split "
-            f"split. ! queue ! filesink location={options.record} sync=false "
+            f"split. ! queue ! filesink name=recording location={options.record} sync=false "
             f"split. ! queue ! {payloader} "
             f"! application/x-rtp,media=video,encoding-name={options.codec.upper()},payload=96,clock-rate=90000 "
             f"! webrtcbin name=peer bundle-policy=max-bundle"
@@ -74,6 +77,7 @@ class Client:
         self.peer.connect("notify::ice-gathering-state", self.on_gathering)
         self.peer.connect("notify::connection-state", self.on_connection)
         self.pipeline.get_by_name("counter").connect("handoff", self.on_frame)
+        self.pipeline.get_by_name("recording").get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, self.on_recorded)
         self.payloader = self.pipeline.get_by_name("payloader")
         bus = self.pipeline.get_bus()
         bus.add_signal_watch()
@@ -186,12 +190,26 @@ class Client:
         if self.options.frames and self.frames == self.options.frames:
             GLib.timeout_add(self.options.linger_ms, self.close_gate, f"sent {self.frames} frames")
 
+    def on_recorded(self, _pad, _info):
+        self.recorded += 1
+        return Gst.PadProbeReturn.OK
+
     def close_gate(self, result):
-        # No frame enters the encoder any more; what it has made reaches both branches of the tee before the
-        # pipeline stops, so the recording holds every frame sent (stopping at once could leave the last frame
-        # sent but not recorded: a frame the receiver got that the reference lacks).
+        # No frame enters the encoder any more; the pipeline stops once the recording has every frame the tee
+        # passed on (stopping at once could leave the last frame sent but not recorded: a frame the receiver got
+        # that the reference lacks). A recording still behind after 10 s is a failure, not a shorter reference.
         self.gate.set_property("drop", True)
-        GLib.timeout_add(300, self.stop, result)
+        deadline = time.monotonic() + 10
+
+        def drained():
+            if self.recorded >= self.frames:
+                self.stop(result)
+            elif time.monotonic() > deadline:
+                self.stop(f"failed: {self.recorded} of {self.frames} frames recorded 10 s after the last")
+            else:
+                return True
+            return False
+        GLib.timeout_add(20, drained)
         return False
 
     def change_ssrc(self):
