@@ -56,12 +56,12 @@ struct RealScreenShareTests {
         let gap = result["longest_gap_ms"] as? Double ?? .infinity
         #expect(perSecond.count >= 12 && gap < 2000, "longest gap \(gap) ms; frames per second: \(perSecond)")
         // The document: luma PSNR against the screen as x11grab saw it. Chromium's keyframes of it are coarse (31.7
-        // to 32.9 dB) and its later frames refine them, to 38.4 dB in most shares; but that refinement can stall, once
-        // in CI at 33.8 dB for the whole share, once here at 35.5 dB (after a keyframe the daemon asked for 3 s in,
-        // an attempt to restart a stalled refinement that stalled as often, so left out). That is the encoder's: the
-        // daemon decodes what it is sent bit-exactly (EndToEndTests), and even the build that held Chromium at
-        // 2 Mbit/s measured 38.2 dB here (docs/benchmarks.md). What the daemon could do wrong lies far below: the
-        // document scaled down to 1600 to 1280 pixels wide and back is 19 to 21 dB, a damaged frame less.
+        // to 32.9 dB) and its later frames refine them, to 38.4 dB in most shares; but that refinement can stall:
+        // once in CI at 33.8 dB for the whole share. (A keyframe the daemon asked for 3 s in, to restart a stalled
+        // refinement, was tried: the refinement after it stalled at 35.5 dB in 1 of 5 runs, so it was left out.)
+        // That is the encoder's: the daemon decodes what it is sent bit-exactly (EndToEndTests), and even the build
+        // that held Chromium at 2 Mbit/s measured 38.2 dB here (docs/benchmarks.md). What the daemon could do wrong
+        // lies far below: the document scaled down to 1600 to 1280 pixels wide and back is 19 to 21 dB.
         let document = (result["psnr_y_document"] as? [Double] ?? []).sorted()
         let history = result["history"] as? [[String: Any]] ?? []
         let encoder = history.map { "\($0["qp"] ?? "-")/\($0["limit"] ?? "-")/\($0["keyFrames"] ?? "-")" }
