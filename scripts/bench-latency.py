@@ -146,12 +146,13 @@ def collect(probe, timeout=60):
     return [line.split() for line in output.decode().splitlines()]
 
 
-def streamrecvd(args, units, fps, port, delimiter, link):
+def streamrecvd(args, units, fps, port, delimiter, link, size=(WIDTH, HEIGHT)):
     name = "latency%d" % os.getpid()
     config = os.path.join(args.work, "latency.toml")
     with open(config, "w") as file:
         file.write('[daemon]\nlog_level = "warning"\n[[stream]]\nname = "%s"\nlisten = "tcp://127.0.0.1:%d"\n'
-                   'hwaccel = "none"\nmax_width = 1920\nmax_height = 1088\nslots = 8\nthreads = 1\n' % (name, port))
+                   'hwaccel = "none"\nmax_width = %d\nmax_height = %d\nslots = 8\nthreads = 1\n'
+                   % (name, port, size[0], (size[1] + 15) // 16 * 16))
     # A ring left by an earlier run would be taken over with its counters: start from a fresh one.
     remove_ring(name)
     daemon = subprocess.Popen([args.daemon, "--config", config], stderr=open(os.path.join(args.work, "latency.log"), "a"))
@@ -211,10 +212,12 @@ def main():
     parser.add_argument("--work", default=".build/bench")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--plot", required=True, help="PNG to write")
+    parser.add_argument("--only", help="the rows whose label contains this text (all when not given)")
     args = parser.parse_args()
+    streams = [row for row in STREAMS if args.only is None or args.only in row["label"]]
     port = 30000 + os.getpid() % 20000
     results = []
-    for row in STREAMS:
+    for row in streams:
         label, fps, codec = row["label"], row["fps"], row["codec"]
         name = "".join(c for c in "%s-%d-%s" % (codec, fps, " ".join(row["options"])) if c.isalnum())
         path = os.path.join(args.work, "latency-%s-%dslices-%ds-v2.%s" % (name, row["slices"], args.seconds, codec))
@@ -271,7 +274,7 @@ def main():
           "streamrecvd p50 − decode | p99 − decode | added by streamrecvd, p50 / p99 (ms) "
           "| FFmpeg CLI p50 ÷ streamrecvd p50 | streamrecvd p50 ÷ GStreamer p50 |")
     print("|---|---|---|---|---|---|---|---|")
-    for row in STREAMS:
+    for row in streams:
         ours, ffmpeg, gst = [r for r in results if r["stream"] == row["label"]]
         decode = ours["decode_alone"]
         p50 = percentile(ours["latencies"], 0.5)
@@ -297,11 +300,12 @@ def main():
 
 def plot(args, results):
     """Cumulative distributions, one panel per stream, one line per receiver (gnuplot, pngcairo)."""
+    labels = [row["label"] for row in STREAMS if any(r["stream"] == row["label"] for r in results)]
     script = ["set terminal pngcairo size 2000,900 font 'sans,9'", "set output '%s'" % args.plot,
-              "set multiplot layout 2,%d title 'Last byte written -> frame readable to a consumer (CDF; dashed: decoding alone)'" % ((len(STREAMS) + 1) // 2),
+              "set multiplot layout 2,%d title 'Last byte written -> frame readable to a consumer (CDF; dashed: decoding alone)'" % max(1, (len(labels) + 1) // 2),
               "set logscale x", "set xlabel 'latency (ms, log scale)'", "set ylabel 'fraction of frames'",
               "set key bottom right", "set grid", "set yrange [0:1]", "set xrange [1:1000]"]
-    for label in (row["label"] for row in STREAMS):
+    for label in labels:
         lines = []
         for index, result in enumerate(r for r in results if r["stream"] == label):
             data = os.path.join(args.work, "latency-%s-%d.dat" % ("".join(c for c in label if c.isalnum()), index))

@@ -68,4 +68,66 @@ static inline void streamrecv_av_log_route(streamrecv_av_log_sink sink) {
     av_log_set_callback(streamrecv_av_log_callback);
 }
 
+
+/// Rows of the picture being decoded that libavcodec is done with, as its H.264 decoder reports them through
+/// `draw_horiz_band` (the rows it also reports to frame threads as final: deblocked, never written again unless
+/// the picture is concealed or re-decoded). The decode thread arms it before a picture's first slice and reads it
+/// after each slice; the daemon copies those rows out while the next slices are still on the wire.
+/// States: 0 disarmed, 1 armed (no band yet), 2 tracking, 3 unusable for this picture (a band out of order, of
+/// another picture, or of a field).
+typedef struct streamrecv_band_tracker {
+    int state;
+    /// Rows were skipped (a band began below the rows reported, or the first one below the top): macroblock rows
+    /// were never decoded, the picture lacks slices. Kept until the tracker is armed again.
+    int rows_missing;
+    /// Luma rows [0, rows_final) of the coded picture are final.
+    int rows_final;
+    const uint8_t *data[4];
+    int linesize[4];
+    int coded_width, coded_height, format;
+} streamrecv_band_tracker;
+
+/// What a decoder's `opaque` points to: the hardware pixel format get_format must pick (first: read as an int32),
+/// and the band tracker.
+typedef struct streamrecv_decoder_owner {
+    int32_t hardware_format;
+    streamrecv_band_tracker bands;
+} streamrecv_decoder_owner;
+
+#define STREAMRECV_BANDS_DISARMED 0
+#define STREAMRECV_BANDS_ARMED 1
+#define STREAMRECV_BANDS_TRACKING 2
+#define STREAMRECV_BANDS_UNUSABLE 3
+
+/// Installed only on a decoder without threads (one thread calls it, the one decoding) and in software. Bands are
+/// taken only from the top down without a gap or overlap, all of one frame picture (type 3, PICT_FRAME): anything
+/// else makes the picture's bands unusable, and the daemon then copies the whole frame once it is out.
+static void streamrecv_draw_horiz_band(struct AVCodecContext *context, const AVFrame *source, int offset[AV_NUM_DATA_POINTERS],
+                                       int y, int type, int height) {
+    (void)offset;
+    streamrecv_decoder_owner *owner = (streamrecv_decoder_owner *)context->opaque;
+    if (!owner) return;
+    streamrecv_band_tracker *bands = &owner->bands;
+    if (bands->state == STREAMRECV_BANDS_DISARMED || bands->state == STREAMRECV_BANDS_UNUSABLE) return;
+    if (type != 3 || !source || height <= 0) { bands->state = STREAMRECV_BANDS_UNUSABLE; return; }
+    if (bands->state == STREAMRECV_BANDS_ARMED) {
+        if (y != 0) { bands->state = STREAMRECV_BANDS_UNUSABLE; bands->rows_missing = 1; return; }
+        for (int plane = 0; plane < 4; plane++) {
+            bands->data[plane] = source->data[plane];
+            bands->linesize[plane] = source->linesize[plane];
+        }
+        bands->coded_width = source->width;
+        bands->coded_height = source->height;
+        bands->format = source->format;
+        bands->rows_final = height;
+        bands->state = STREAMRECV_BANDS_TRACKING;
+        return;
+    }
+    if (source->data[0] == bands->data[0] && y > bands->rows_final) bands->rows_missing = 1;
+    if (source->data[0] != bands->data[0] || y != bands->rows_final) { bands->state = STREAMRECV_BANDS_UNUSABLE; return; }
+    bands->rows_final = y + height;
+}
+
+static inline void streamrecv_track_bands(AVCodecContext *context) { context->draw_horiz_band = streamrecv_draw_horiz_band; }
+
 #endif

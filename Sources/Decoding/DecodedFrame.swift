@@ -23,6 +23,8 @@ public struct DecodedFrame {
     public var isCorrupt: Bool {
         frame.pointee.decode_error_flags != 0 || frame.pointee.flags & Int32(AV_FRAME_FLAG_CORRUPT) != 0
     }
+    /// Where its planes lie (software frames): what `PictureBands` tells apart.
+    var planes: SourcePlanes { SourcePlanes(frame) }
     /// The pixels are in GPU memory and are downloaded by `write`.
     public var isHardware: Bool { frame.pointee.hw_frames_ctx != nil }
 
@@ -73,6 +75,17 @@ public struct DecodedFrame {
         }
         guard let source = decoderPixelFormat else { throw .unsupportedPixelFormat(decoderPixelFormatName) }
         PlaneCopier.copy(from: SourcePlanes(frame), format: source, into: destination, layout: layout)
+    }
+
+    /// Writes the rows of each layout plane from `firstRows[plane]` on: the rows above were written from the same
+    /// picture while it was being decoded (`BandPlacement`). Software frames only.
+    public func writeRows(into destination: UnsafeMutableRawBufferPointer, layout: FrameLayout, from firstRows: [Int]) {
+        precondition(layout.width == width && layout.height == height && !isHardware && firstRows.count == layout.planes.count)
+        precondition(destination.count >= layout.byteCount, "destination smaller than the layout")
+        guard let source = decoderPixelFormat else { preconditionFailure("a frame placed in bands has a publishable format") }
+        PlaneCopier.copy(from: SourcePlanes(frame), format: source, into: destination, layout: layout) {
+            firstRows[$0]..<layout.planes[$0].rows
+        }
     }
 
     private func download(into destination: UnsafeMutableRawBufferPointer, layout: FrameLayout) throws(DecoderError) {
@@ -143,6 +156,13 @@ struct SourcePlanes {
         pointers = PerPlane(values: (data.0.map { UnsafePointer($0) }, data.1.map { UnsafePointer($0) },
                                      data.2.map { UnsafePointer($0) }, data.3.map { UnsafePointer($0) }))
         strides = PerPlane(values: (Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)))
+    }
+
+    /// Up to four planes given one by one.
+    init(pointers given: [UnsafePointer<UInt8>?], strides givenStrides: [Int]) {
+        func at<Value>(_ values: [Value], _ index: Int, _ none: Value) -> Value { index < values.count ? values[index] : none }
+        pointers = PerPlane(values: (at(given, 0, nil), at(given, 1, nil), at(given, 2, nil), at(given, 3, nil)))
+        strides = PerPlane(values: (at(givenStrides, 0, 0), at(givenStrides, 1, 0), at(givenStrides, 2, 0), at(givenStrides, 3, 0)))
     }
 }
 

@@ -103,6 +103,20 @@ public final class StreamDecoder {
     /// while its parts were decoded.
     public var loggedErrors: Int { retiredDecoderErrors + (decoder?.loggedErrors ?? 0) }
 
+    /// The rows of the picture being decoded in parts that are final so far (`PictureBands`): tracked from each
+    /// picture's first part on, where the decoder can tell them (software, no threads).
+    public var bands: PictureBands? { decoder?.isChunked == true ? decoder?.bands : nil }
+
+    /// The picture being decoded in parts skipped macroblock rows: slices of it never came (concealment being off
+    /// in parts, libavcodec says nothing of it).
+    public var pictureMissesRows: Bool { decoder?.isChunked == true && decoder?.bandsMissRows == true }
+
+    /// The picture's rows reported so far may yet change (`VideoDecoder.distrustBands`).
+    public func distrustBands() { decoder?.distrustBands() }
+
+    /// The picture decoded in parts came out: its rows are not tracked further.
+    public func stopTrackingBands() { decoder?.disarmBands() }
+
     /// Decodes one access unit, or part of one (`Part`); `emit` receives every frame that comes out, in
     /// presentation order, and what the policy did, in the order it happened.
     public func decode(_ input: DecoderInput, part: Part = .whole, _ emit: (StreamDecoderOutput) -> Void) {
@@ -129,6 +143,7 @@ public final class StreamDecoder {
             guard open(for: input, recreation: recreation, emit: emit) else { return }
         }
         decoder?.setChunked(part == .first)
+        if part == .first { decoder?.armBands() } else { decoder?.disarmBands() }
         feed(input, emit: emit)
         finishCall(emit: emit)
     }

@@ -67,13 +67,19 @@ public final class VideoDecoder {
     private var defaultErrorConcealment: Int32 = 0
     public private(set) var isChunked = false
     private var logContexts: [UnsafeMutableRawPointer] = []
-    /// The context's `opaque`: the hardware format get_format must pick (AV_PIX_FMT_NONE without hardware), and,
-    /// being this decoder's own address, what its frame threads' copies of the context are known by in the log.
-    private let owner: UnsafeMutablePointer<Int32> = {
-        let owner = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
-        owner.initialize(to: AV_PIX_FMT_NONE.rawValue)
+    /// The context's `opaque`: the hardware format get_format must pick (AV_PIX_FMT_NONE without hardware), the
+    /// band tracker, and, being this decoder's own address, what its frame threads' copies of the context are known
+    /// by in the log.
+    private let owner: UnsafeMutablePointer<streamrecv_decoder_owner> = {
+        let owner = UnsafeMutablePointer<streamrecv_decoder_owner>.allocate(capacity: 1)
+        owner.initialize(to: streamrecv_decoder_owner())
+        owner.pointee.hardware_format = AV_PIX_FMT_NONE.rawValue
         return owner
     }()
+    /// Whether the rows of a picture being decoded can be told (`PictureBands`): a software decoder without
+    /// threads. Slice threads deblock slice edges after all of a packet's slices (libavcodec reports the rows
+    /// before), frame threads report from their own threads.
+    public private(set) var tracksBands = false
 
     /// - Parameters:
     ///   - parameterSets: the active parameter sets in Annex B form, given to the decoder as extradata.
@@ -123,7 +129,7 @@ public final class VideoDecoder {
             context.pointee.hw_device_ctx = hardware.accelerator == .cuda && Self.cudaStreamPerDecoder
                 ? streamrecv_cuda_device_with_own_stream(device, nil) ?? av_buffer_ref(device) : av_buffer_ref(device)
             // get_format accepts only the device's format: no silent fallback inside libavcodec.
-            owner.pointee = hardware.pixelFormat.rawValue
+            owner.pointee.hardware_format = hardware.pixelFormat.rawValue
             context.pointee.get_format = selectHardwareFormat
             context.pointee.extra_hw_frames = Int32(Self.extraHardwareFrames(
                 reorderDepth: reorderDepth, assumedReorderDepth: assumedReorderDepth, configuration: configuration))
@@ -131,6 +137,10 @@ public final class VideoDecoder {
         let result = avcodec_open2(context, decoder, nil)
         guard result >= 0 else { throw .openFailed(ffmpegErrorText(result)) }
         defaultErrorConcealment = context.pointee.error_concealment
+        if hardware == nil && context.pointee.active_thread_type == 0 && codec == .h264 && Self.bandsAllowed {
+            streamrecv_track_bands(context)
+            tracksBands = true
+        }
         // What libavcodec logs errors with: the codec context, the decoder's private context (which has its own
         // class for options), and frame threads' copies of the codec context, known by their `opaque`. Kept:
         // `loggedErrors` is asked for every frame decoded in parts.
@@ -138,6 +148,10 @@ public final class VideoDecoder {
             + (context.pointee.priv_data.map { [$0] } ?? [])
         FFmpegLog.watch(logContexts, stream: stream)
     }
+
+    /// `STREAMRECVD_TRACK_BANDS=0`: no rows are written into a slot before the frame is out (docs/latency.md), for
+    /// comparing the daemon with and without it.
+    static let bandsAllowed = getenv("STREAMRECVD_TRACK_BANDS").map { String(cString: $0) != "0" } ?? true
 
     /// `STREAMRECVD_CUDA_STREAM_PER_DECODER=1`: each CUDA decoder on a stream of its own instead of the device's
     /// default stream, which all share (cuda_stream.h). Off until the GPU kit has shown it bit-exact and measured its
@@ -177,6 +191,30 @@ public final class VideoDecoder {
             context.pointee.error_concealment = defaultErrorConcealment
         }
     }
+
+    /// The next picture's bands are tracked from its first (the decode thread calls this before sending a picture's
+    /// first slice); `disarmBands` stops that.
+    public func armBands() {
+        // A decoder that reorders outputs a picture later, when other pictures' bands are tracked: nothing gained.
+        guard tracksBands, let context, context.pointee.has_b_frames == 0 else { return disarmBands() }
+        owner.pointee.bands = streamrecv_band_tracker()
+        owner.pointee.bands.state = STREAMRECV_BANDS_ARMED
+    }
+
+    public func disarmBands() { owner.pointee.bands.state = STREAMRECV_BANDS_DISARMED }
+
+    /// The picture's bands are not to be trusted from now on (a slice that begins in rows already reported final
+    /// overlaps what was decoded: libavcodec would decode over them).
+    public func distrustBands() {
+        guard owner.pointee.bands.state != STREAMRECV_BANDS_DISARMED else { return }
+        owner.pointee.bands.state = STREAMRECV_BANDS_UNUSABLE
+    }
+
+    /// The picture being decoded skipped macroblock rows (its bands have a gap): slices are missing.
+    public var bandsMissRows: Bool { tracksBands && owner.pointee.bands.rows_missing != 0 }
+
+    /// The rows of the picture being decoded that are final so far; nil unless armed and tracking cleanly.
+    public var bands: PictureBands? { tracksBands ? PictureBands(owner.pointee.bands) : nil }
 
     /// What libavcodec actually runs: "frame threads × N", "slice threads × N" or "one thread" (it may refuse a
     /// requested mode, e.g. frame threads together with low delay).
@@ -264,7 +302,8 @@ private let selectHardwareFormat: @convention(c) (
     UnsafeMutablePointer<AVCodecContext>?, UnsafePointer<AVPixelFormat>?
 ) -> AVPixelFormat = { context, formats in
     guard let context, var format = formats else { return AV_PIX_FMT_NONE }
-    guard let wanted = context.pointee.opaque?.load(as: Int32.self), wanted != AV_PIX_FMT_NONE.rawValue else {
+    guard let wanted = context.pointee.opaque?.assumingMemoryBound(to: streamrecv_decoder_owner.self).pointee.hardware_format,
+          wanted != AV_PIX_FMT_NONE.rawValue else {
         return AV_PIX_FMT_NONE
     }
     while format.pointee != AV_PIX_FMT_NONE {

@@ -104,7 +104,10 @@ public enum PublishOutcome: Sendable, Equatable {
 /// daemon makes it, then sends it to the stream's decode thread, which closes it).
 public final class FrameRingWriter {
     public let configuration: FrameRingConfiguration
-    var object: SharedMemoryObject?
+    var object: SharedMemoryObject? { didSet { if openSlot != nil { objectChanged() } } }
+    /// The slot opened ahead of its frame (FrameRingWriter+EarlySlot.swift), and how many were opened.
+    var openSlot: OpenSlot?
+    var earlySerial: UInt64 = 0
     var geometry: RingGeometry
     /// The header as this writer means it to be; an object made to replace a damaged one starts from it.
     var shadow: RingShadow
@@ -165,6 +168,15 @@ public final class FrameRingWriter {
     public func publishChecked(
         layout: FrameLayout, metadata: FrameMetadata, fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Bool
     ) -> PublishOutcome {
+        publishChecked(layout: layout, metadata: metadata, continuing: nil) { destination, layout, _ in fill(destination, layout) }
+    }
+
+    /// As `publishChecked(layout:metadata:fill:)`, for a frame whose rows may already be in its early slot
+    /// (`beginFrame`): `fill` is told whether they are (then it writes the rest), or must write the whole frame.
+    public func publishChecked(
+        layout: FrameLayout, metadata: FrameMetadata, continuing early: EarlySlot?,
+        fill: (UnsafeMutableRawBufferPointer, FrameLayout, _ continued: Bool) -> Bool
+    ) -> PublishOutcome {
         let now = MonotonicClock.nanoseconds()
         installMadeObject(forFrameBytes: layout.byteCount)
         checkName(now: now)
@@ -196,7 +208,8 @@ public final class FrameRingWriter {
         for _ in 0..<2 {
             guard let object else { return .unavailable }
             filled = object.withMapping { base in
-                write(RingPointers(base: base, geometry: geometry), sequence: next, layout: layout, metadata: metadata, fill: fill)
+                write(RingPointers(base: base, geometry: geometry), sequence: next, layout: layout, metadata: metadata,
+                      continuing: early, fill: fill)
             }
             if !object.faulted { break }
             recover(.truncated)
@@ -215,14 +228,16 @@ public final class FrameRingWriter {
 
     /// Writes one slot; false (the slot then holds no frame) when `fill` could not write the pixels.
     private func write(
-        _ ring: RingPointers, sequence: UInt64, layout: FrameLayout, metadata: FrameMetadata,
-        fill: (UnsafeMutableRawBufferPointer, FrameLayout) -> Bool
+        _ ring: RingPointers, sequence: UInt64, layout: FrameLayout, metadata: FrameMetadata, continuing early: EarlySlot?,
+        fill: (UnsafeMutableRawBufferPointer, FrameLayout, Bool) -> Bool
     ) -> Bool {
         streamrecv_shm_store_u64(ring.headerField(\.generation, as: UInt64.self), shadow.generation)
         let index = Int((sequence - 1) % UInt64(geometry.slotCount))
         let slot = ring.slot(index)
+        // A slot opened early is the writer's already (odd: begin leaves it so); this frame takes it over.
+        let continued = takeOpenSlot(index: index, sequence: sequence, layout: layout, continuing: early)
         streamrecv_shm_write_begin(slot)
-        guard fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout) else {
+        guard fill(UnsafeMutableRawBufferPointer(start: ring.slotData(index), count: layout.byteCount), layout, continued) else {
             slot.pointee.sequence = 0
             streamrecv_shm_write_end(slot)
             return false

@@ -16,6 +16,24 @@ func pattern(_ destination: UnsafeMutableRawBufferPointer, sequence: UInt64) {
     for index in 0..<destination.count { destination[index] = seed &+ UInt8(truncatingIfNeeded: index / 64) }
 }
 
+/// Reads frames until frame `frames` as fast as they come, each checked against its pattern (a torn copy accepted
+/// fails the test); returns how many it accepted.
+func readEveryFrame(_ reader: FrameRingReader, upTo frames: UInt64) -> Int {
+    var accepted = 0
+    var previous: UInt64 = 0
+    var pixels: [UInt8] = []
+    while previous < frames {
+        guard case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 5_000_000_000) else {
+            Issue.record("reader stalled after \(previous)")
+            break
+        }
+        #expect(matchesPattern(pixels, sequence: info.sequence), "torn frame \(info.sequence) accepted")
+        accepted += 1
+        previous = info.sequence
+    }
+    return accepted
+}
+
 func matchesPattern(_ pixels: [UInt8], sequence: UInt64) -> Bool {
     let seed = UInt8(truncatingIfNeeded: sequence &* 37)
     for index in pixels.indices where pixels[index] != seed &+ UInt8(truncatingIfNeeded: index / 64) { return false }
@@ -142,18 +160,7 @@ private final class HandedOver: @unchecked Sendable {
         }
         let reader = try FrameRingReader(shmName: name)
         writing.start()
-        var accepted = 0
-        var previous: UInt64 = 0
-        var pixels: [UInt8] = []
-        while previous < frames {
-            guard case .frame(let info) = reader.next(after: previous, into: &pixels, timeoutNanoseconds: 5_000_000_000) else {
-                Issue.record("reader stalled after \(previous)")
-                break
-            }
-            #expect(matchesPattern(pixels, sequence: info.sequence), "torn frame \(info.sequence) accepted")
-            accepted += 1
-            previous = info.sequence
-        }
+        let accepted = readEveryFrame(reader, upTo: frames)
         #expect(accepted > 0)
         #expect(UInt64(accepted) + reader.lappedFrames == frames)
     }

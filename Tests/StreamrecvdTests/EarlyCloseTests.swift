@@ -95,11 +95,12 @@ import Testing
         return offsets
     }
 
-    /// A picture damaged inside one of its slices (bytes overwritten mid-slice, as a buggy sender or a broken
-    /// relay would) while pictures are decoded slice by slice, where libavcodec's concealment is off: no frame
-    /// that differs from FFmpeg's decode of the same bytes is published unflagged. The damaged picture and those
-    /// that refer to it are flagged until the next keyframe; from there on, every frame is FFmpeg's again.
-    @Test func aDamagedPictureIsFlaggedUntilTheNextKeyframe() throws {
+    /// What a daemon published of a 40-frame 640×360 stream of 8 slices a picture (an IDR every 20) whose access unit
+    /// 7, a P picture, `damage` changed (given the offsets of its start codes), sent over TCP: which frames it flagged
+    /// corrupt, which differ from FFmpeg's own decode of the same bytes (single-threaded: its concealment as the
+    /// daemon runs it), and how many pictures it decoded in parts.
+    private func publishDamaged(_ label: String, damage: (inout [UInt8], [Int]) -> Void) throws
+        -> (flagged: [Int], differing: [Int], inParts: Double) {
         let frames = 40
         let directory = try TestEnvironment.temporaryDirectory()
         let source = try GeneratedStreams.encode(codec: "h264", size: "640x360", frames: frames,
@@ -107,26 +108,23 @@ import Testing
                                                  in: directory, name: "s.h264")
         var stream = [UInt8](try Data(contentsOf: source))
         let offsets = StreamFacts(stream).accessUnitOffsets + [stream.count]
-        // The fourth NAL unit start code inside access unit 7 (a P picture): a slice in the middle of the picture.
         var starts: [Int] = []
         var index = offsets[7]
         while index + 3 < offsets[8] {
-            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 1 { starts.append(index + 3) }
+            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 1 { starts.append(index) }
             index += 1
         }
         #expect(starts.count >= 6)
-        let slice = starts[3]
-        for offset in (slice + 30)..<(slice + 62) { stream[offset] = 0xFF }
-        let damaged = directory.appendingPathComponent("damaged.h264").path
+        damage(&stream, starts)
+        let damaged = directory.appendingPathComponent("\(label).h264").path
         try Data(stream).write(to: URL(fileURLWithPath: damaged))
-        // FFmpeg's own decode of the damaged bytes, single-threaded (its concealment as the daemon runs it).
         let raw = try runChecked("ffmpeg", ["-v", "quiet", "-threads", "1", "-i", damaged, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]).standardOutput
         let frameBytes = 640 * 360 * 3 / 2
         let reference = stride(from: 0, to: raw.count, by: frameBytes).map { [UInt8](raw[$0..<min(raw.count, $0 + frameBytes)]) }
         #expect(reference.count == frames)
 
         let metricsPort = freePort()
-        let daemon = try DaemonProcess(label: "damaged", settings: ["max_width": "640", "max_height": "368", "slots": "64"],
+        let daemon = try DaemonProcess(label: label, settings: ["max_width": "640", "max_height": "368", "slots": "64"],
                                        daemonSettings: ["metrics": "\"127.0.0.1:\(metricsPort)\""])
         let sender = try Sender(port: daemon.port)
         try sender.sendPaced(stream, pauseMicroseconds: 5_000)
@@ -136,12 +134,38 @@ import Testing
         #expect(published.count == frames)
         let flagged = published.enumerated().filter { $0.element.info.flags.contains(.corrupt) }.map(\.offset)
         let differing = zip(published, reference).enumerated().filter { $0.element.0.pixels != $0.element.1 }.map(\.offset)
+        let body = try httpGet(port: metricsPort, path: "/metrics").body
+        return (flagged, differing, sample(body, "streamrecvd_pictures_decoded_in_parts_total", "stream=\"\(daemon.name)\"") ?? 0)
+    }
+
+    /// A picture damaged inside one of its slices (bytes overwritten mid-slice, as a buggy sender or a broken
+    /// relay would) while pictures are decoded slice by slice, where libavcodec's concealment is off: no frame
+    /// that differs from FFmpeg's decode of the same bytes is published unflagged. The damaged picture and those
+    /// that refer to it are flagged until the next keyframe; from there on, every frame is FFmpeg's again.
+    @Test func aDamagedPictureIsFlaggedUntilTheNextKeyframe() throws {
+        // 32 bytes inside the fourth slice.
+        let (flagged, differing, inParts) = try publishDamaged("damaged") { stream, starts in
+            for offset in (starts[3] + 33)..<(starts[3] + 65) { stream[offset] = 0xFF }
+        }
         #expect(Set(differing).isSubset(of: Set(flagged)), "differ from FFmpeg's decode: \(differing); flagged: \(flagged)")
         #expect(flagged.contains(7), "the damaged picture is flagged")
         #expect(flagged.allSatisfy { (7..<20).contains($0) }, "nothing before it, nothing from the next keyframe on: \(flagged)")
-        let body = try httpGet(port: metricsPort, path: "/metrics").body
-        let inParts = sample(body, "streamrecvd_pictures_decoded_in_parts_total", "stream=\"\(daemon.name)\"") ?? 0
         // Pictures 1…7 in parts; 8…20 whole (damaged, then the IDR); 21…39 in parts again.
+        #expect(inParts == 26, "pictures decoded slice by slice: \(inParts)")
+    }
+
+    /// A sender that leaves a slice out of a picture (a broken muxer; TCP itself loses nothing): decoded in parts,
+    /// with concealment off, libavcodec says nothing of it, but the rows it reports skip the slice's macroblock rows.
+    /// The picture and those after it are flagged until the next keyframe, as after damage; every frame that differs
+    /// from FFmpeg's decode of the same bytes (which conceals the gap) is among them.
+    @Test func aPictureMissingASliceIsFlaggedUntilTheNextKeyframe() throws {
+        // The fourth slice, start code and all: about three macroblock rows.
+        let (flagged, differing, inParts) = try publishDamaged("missing") { stream, starts in
+            stream.removeSubrange(starts[3]..<starts[4])
+        }
+        #expect(differing.contains(7), "the picture lacks a slice: FFmpeg conceals it, the daemon cannot")
+        #expect(Set(differing).isSubset(of: Set(flagged)), "differ from FFmpeg's decode: \(differing); flagged: \(flagged)")
+        #expect(flagged.contains(7) && flagged.allSatisfy { (7..<20).contains($0) }, "flagged: \(flagged)")
         #expect(inParts == 26, "pictures decoded slice by slice: \(inParts)")
     }
 
@@ -216,10 +240,14 @@ import Testing
         // whole. (A picture of one slice is decoded whole when the next access unit's first bytes came with its end.)
         let body = try httpGet(port: metricsPort, path: "/metrics").body
         let inParts = sample(body, "streamrecvd_pictures_decoded_in_parts_total", "stream=\"\(daemon.name)\"") ?? -1
+        let written = sample(body, "streamrecvd_frames_written_while_decoded_total", "stream=\"\(daemon.name)\"") ?? -1
         if link.codec == "h265" {
-            #expect(inParts == 0)
+            #expect(inParts == 0 && written == 0)
         } else if link.slices > 1 {
             #expect(inParts == Double(frames - 2), "pictures decoded in parts: \(inParts)")
+            // Without decoder threads the rows of each picture in parts go into its slot as its slices are decoded:
+            // all but the first, which shows where a frame lies in its picture.
+            #expect(written == (link.threads == 1 ? inParts - 1 : 0), "frames written while decoded: \(written)")
         }
     }
 

@@ -109,6 +109,9 @@ public struct AccessUnitAssembler {
     /// Slices taken into the access unit in progress: growing means the last NAL unit was a slice it accepted.
     public var slicesInProgress: Int { sliceCount }
 
+    /// H.264: first_mb_in_slice of the last slice taken into the access unit in progress.
+    public var firstMacroblockOfLastSlice: Int? { codec == .h264 && sliceCount > 0 ? lastFirstMb : nil }
+
     // MARK: - Slices as they arrive
 
     /// The access unit in progress so far, Annex B as `AccessUnit.data` will hold it (empty while an oversized

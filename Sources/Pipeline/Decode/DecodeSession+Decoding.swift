@@ -108,8 +108,13 @@ extension DecodeSession {
         telemetry.count(.frameDecoded)
         if let connection { worker.activity.decodedFrame(connection, at: decodedAt) }
         let meta = pending.take(frame.pts)
+        let inParts = parts.current?.pts == frame.pts && meta?.errorsBeforeParts != nil
         let facts = FrameVerdict.Facts(pending: meta, markedKeyframe: frame.isKeyframe, markedCorrupt: frame.isCorrupt,
-                                       pts: frame.pts, loggedErrors: decoder.loggedErrors, decoding: decoding)
+                                       pts: frame.pts, loggedErrors: decoder.loggedErrors, decoding: decoding,
+                                       rowsMissing: inParts && decoder.pictureMissesRows)
+        // The rows of the picture decoded in parts, as far as libavcodec reported them; tracked no further once it is out.
+        let pictureBands = inParts ? decoder.bands : nil
+        if inParts { decoder.stopTrackingBands() }
         let verdict = FrameVerdict(facts, lossPolicy: configuration.lossPolicy)
         if verdict.suspendsParts { parts.suspend() }
         if verdict.damagesLaterPictures { noteLoss(at: annexB.bytesIn) }
@@ -119,7 +124,11 @@ extension DecodeSession {
             return
         }
         let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
-        publisher.publish(frame, metadata: metadata) { outcome in
+        // Come out clean, the rows written while it was decoded may stand.
+        let bands = !flags.contains(.corrupt) && !frame.isCorrupt ? pictureBands : nil
+        let writtenBefore = publisher.framesWrittenWhileDecoded
+        defer { if publisher.framesWrittenWhileDecoded > writtenBefore { telemetry.metrics.framesWrittenWhileDecoded.increment() } }
+        publisher.publish(frame, metadata: metadata, bands: bands) { outcome in
             report(outcome)
             // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in
             // software (this frame included).

@@ -30,6 +30,7 @@ extension DecodeSession {
             orientation: orientation, format: picture.format, afterLoss: false, mediaTimestamp: nil,
             errorsBeforeParts: decoder.loggedErrors))
         parts.begin(pts: pts)
+        publisher.pictureBegins()
         feedPart(now: now, first: picture)
     }
 
@@ -65,11 +66,22 @@ extension DecodeSession {
     /// The part of the access unit so far that the decoder has not had goes to it. `first` describes the picture
     /// for the first part (parameter sets, random access: whether to open or recreate the decoder).
     private func feedPart(now: UInt64, first picture: AccessUnit? = nil) {
-        guard let part = parts.nextPart(of: assembler.bytesInProgress) else { return }
+        guard let part = parts.nextPart(of: assembler.bytesInProgress, slices: assembler.slicesInProgress) else { return }
         pending.completed(part.pts, at: now)
         let input = picture.map { DecoderInput($0, data: part.bytes, pts: part.pts) }
             ?? DecoderInput(codec: .h264, data: part.bytes, pts: part.pts, isRandomAccess: false, parameterSets: nil, reorderDepth: nil)
+        if picture == nil { checkSliceStart(newSlices: part.newSlices) }
         decoder.decode(input, part: picture != nil ? .first : .next) { take($0) }
+        // Still not out: the rows its slices so far finished go into its slot now, not after its last slice.
+        if parts.current?.pts == part.pts, let bands = decoder.bands { publisher.writeFinalRows(bands) }
+    }
+
+    /// Slices come in raster order (the assembler starts a new picture otherwise), but one may still begin inside
+    /// the macroblocks before it, which libavcodec would decode over: rows already reported final would change.
+    /// Such a picture's rows are not trusted (its frame is copied whole once out), nor a part of several slices.
+    private func checkSliceStart(newSlices: Int) {
+        guard let bands = decoder.bands else { return }
+        if newSlices != 1 || (assembler.firstMacroblockOfLastSlice ?? 0) < bands.macroblocksReported { decoder.distrustBands() }
     }
 }
 

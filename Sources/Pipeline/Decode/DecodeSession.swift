@@ -214,6 +214,8 @@ final class DecodeSession {
         processCollectedUnits()
         endAccessUnit()
         decoder.drain { take($0) }
+        // A picture decoded in parts that never came out leaves its slot holding no frame, not half of one.
+        publisher.abandonEarlyFrame()
         pending.removeAll()
         countAbandonedFrames()
     }

@@ -40,6 +40,11 @@ final class FramePublisher {
     private var lastLayout: FrameLayout?
     /// Frames waiting for the larger ring they need.
     private let held: HeldFrames
+    /// Where the frames of pictures decoded in parts lie in their coded pictures, learned from the last one.
+    private var placement: BandPlacement?
+    /// The frame whose rows are going into its slot while its picture is decoded, and how many rows of each of its
+    /// planes are there.
+    private var early: (slot: EarlySlot, rows: [Int])?
 
     init(writer: FrameRingWriter, output: DecoderConfiguration.OutputMode) {
         self.writer = writer
@@ -97,10 +102,57 @@ final class FramePublisher {
         case dropped(Refusal, width: Int, height: Int)
     }
 
+    // MARK: - Rows written while the picture is decoded
+
+    /// A picture begins to be decoded in parts: rows written for one that never came out are not its.
+    func pictureBegins() {
+        if let early { self.early = (early.slot, early.rows.map { _ in 0 }) }
+    }
+
+    /// Writes the rows of the picture being decoded that became final since the last call (`bands`) into the slot
+    /// its frame will have, opening the slot at the first: after the picture's last slice only the rest is left to
+    /// copy. Returns how many rows of the first plane it wrote. Nothing before a frame of this geometry has shown
+    /// where its pictures' frames lie (`placement`).
+    @discardableResult
+    func writeFinalRows(_ bands: PictureBands) -> Int {
+        guard let placement, placement.fits(bands) else { return 0 }
+        let final = placement.finalRows(bands)
+        var current = early
+        if current?.slot.layout != placement.layout {
+            guard final.contains(where: { $0 > 0 }), let slot = writer.beginFrame(layout: placement.layout) else { return 0 }
+            current = (slot, final.map { _ in 0 })
+        }
+        guard var current else { return 0 }
+        let rows = zip(current.rows, final).map { $0..<max($0, $1) }
+        guard rows.contains(where: { !$0.isEmpty }) else {
+            early = current
+            return 0
+        }
+        guard writer.writeEarly(current.slot, { placement.copyRows(from: bands, into: $0, rows: rows) }) else {
+            early = nil
+            return 0
+        }
+        current.rows = rows.map(\.upperBound)
+        early = current
+        return rows[0].count
+    }
+
+    /// The frame whose rows were being written will not come out (the input ended, the decoder was replaced): its
+    /// slot is closed holding no frame.
+    func abandonEarlyFrame() {
+        guard early != nil else { return }
+        early = nil
+        writer.abandonFrame()
+    }
+
     /// Writes `frame` into the next slot with `metadata` (its flags gain the discontinuity flag after a gap), after
     /// the frames held before it; kept in order while its larger ring is being made. Never a frame with pixels that
     /// are not its own: on any refusal nothing is published and the next frame marks the gap.
-    func publish(_ frame: DecodedFrame, metadata: FrameMetadata, report: (Outcome) -> Void) {
+    ///
+    /// `bands`: the picture being decoded in parts, for a frame that came out clean (no error logged since its
+    /// first part, not marked corrupt): if the frame is that picture, lying where `placement` says, the rows
+    /// written while it was decoded stand and only the rest is copied. Anything else is copied whole.
+    func publish(_ frame: DecodedFrame, metadata: FrameMetadata, bands: PictureBands? = nil, report: (Outcome) -> Void) {
         guard let format = frame.outputFormat(output) else {
             discontinuity = true
             return report(.dropped(.pixelFormat(frame.decoderPixelFormatName), width: frame.width, height: frame.height))
@@ -109,15 +161,29 @@ final class FramePublisher {
             lastLayout = FrameLayout(format: format, width: frame.width, height: frame.height)
         }
         let layout = lastLayout!
+        var continuing: (slot: EarlySlot, rows: [Int])?
+        if let early, let bands, let placement, placement.layout == layout, placement.holds(frame, of: bands) { continuing = early }
+        early = nil
+        if let bands, let learned = BandPlacement(frame: frame, bands: bands, layout: layout), learned != placement { placement = learned }
         if !held.isEmpty { publishHeld(report: report) }
         guard held.isEmpty else { return hold(frame, layout: layout, metadata: metadata, report: report) }
         var metadata = metadata
         if discontinuity { metadata.flags.insert(.discontinuity) }
         var failure: DecoderError?
-        let outcome = writer.publishChecked(layout: layout, metadata: metadata) { Self.write(frame, into: $0, layout: $1, failure: &failure) }
+        var continued = false
+        let outcome = writer.publishChecked(layout: layout, metadata: metadata, continuing: continuing?.slot) { destination, layout, rowsThere in
+            continued = rowsThere && continuing != nil
+            guard continued, let rows = continuing?.rows else { return Self.write(frame, into: destination, layout: layout, failure: &failure) }
+            frame.writeRows(into: destination, layout: layout, from: rows)
+            return true
+        }
         if case .awaitingRing = outcome { return hold(frame, layout: layout, metadata: metadata, report: report) }
+        if continued, case .published = outcome { framesWrittenWhileDecoded += 1 }
         report(settle(outcome, layout: layout, metadata: metadata, late: false, failure: failure))
     }
+
+    /// Frames published whose rows went into their slot while their picture was being decoded.
+    private(set) var framesWrittenWhileDecoded = 0
 
     /// Whether frames wait for their ring (the decode thread then looks for it every few milliseconds).
     var holdsFrames: Bool { !held.isEmpty }

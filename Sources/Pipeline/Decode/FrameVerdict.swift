@@ -29,6 +29,8 @@ struct FrameVerdict: Equatable {
         var loggedErrors: Int
         /// Nil between decode calls (frames put out by a drain, or while a picture is decoded in parts).
         var decoding: DecodeCall?
+        /// Decoded in parts, it skipped macroblock rows (`StreamDecoder.pictureMissesRows`): slices are missing.
+        var rowsMissing = false
     }
 
     var decision: Decision
@@ -52,7 +54,8 @@ extension FrameVerdict {
         if pending?.afterLoss == true { flags.insert(.corrupt) }
         if pending?.keyframe ?? facts.markedKeyframe { flags.insert(.keyframe) }
         // Decoded in parts, with concealment off, a damaged slice shows only in libavcodec's log.
-        let damagedInParts = pending?.errorsBeforeParts.map { facts.loggedErrors > $0 } ?? false
+        // So does a slice that never came, where libavcodec's rows show it.
+        let damagedInParts = pending?.errorsBeforeParts.map { facts.loggedErrors > $0 || facts.rowsMissing } ?? false
         // A whole access unit: libavcodec logged errors while decoding it (now, or when it was decoded).
         let damagedNow = facts.decoding.map { $0.pts == facts.pts && facts.loggedErrors > $0.errorsBefore } ?? false
         if pending?.damagedInDecoder == true || damagedNow { flags.insert(.corrupt) }

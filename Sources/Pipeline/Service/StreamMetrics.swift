@@ -69,6 +69,9 @@ final class StreamMetrics: Sendable {
     let ringRecreations: Counter
     /// H.264 pictures decoded slice by slice as their slices arrived (Decode/DecodeSession+Parts.swift).
     let picturesDecodedInParts: Counter
+    /// Frames most of whose rows went into their slot while their picture's last slices were still arriving
+    /// (Decode/FramePublisher.swift, `writeFinalRows`).
+    let framesWrittenWhileDecoded: Counter
     /// udp://: datagrams lost before the decoder (kernel receive buffer full, decoder behind, cut short); srt://:
     /// batches of SRT messages dropped while the decoder was behind.
     let datagramsLost: Counter
@@ -131,6 +134,7 @@ final class StreamMetrics: Sendable {
         discardedBytes = counter("discarded_bytes_total")
         ringRecreations = counter("ring_recreations_total")
         picturesDecodedInParts = counter("pictures_decoded_in_parts_total")
+        framesWrittenWhileDecoded = counter("frames_written_while_decoded_total")
         datagramsLost = counter("datagrams_lost_total")
         acceptErrors = counter("accept_errors_total")
         rtpSourceChanges = counter("rtp_source_changes_total")
@@ -186,7 +190,7 @@ final class StreamMetrics: Sendable {
     func destroy() {
         for counter in [bytesReceived, accessUnits, framesDecoded, framesPublished, framesCorrupt, decodeErrors,
                         decoderRecreations, hardwareFallbacks, connections, rtpPacketsLost, rtpPayloadsDropped, keyframeRequests, discardedBytes, ringRecreations,
-                        picturesDecodedInParts, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects,
+                        picturesDecodedInParts, framesWrittenWhileDecoded, datagramsLost, acceptErrors, rtpSourceChanges, idleDisconnects,
                         transportStreamContinuityErrors, srtPacketsLost, srtPacketsDropped, rtspSessions]
             + Array(rtspFailures.values) + Array(dropped.values) + Array(refused.values) + Array(defects.values) + Array(rtpDiscarded.values)
             + Array(ringProblems.values) + Array(takeovers.values) {

@@ -12,9 +12,9 @@ import Testing
     }
 
     static func verdict(_ pending: PendingFrame?, keyframe: Bool = false, corrupt: Bool = false, pts: Int64 = 7, errors: Int = 0,
-                        decoding: FrameVerdict.DecodeCall? = nil, policy: LossPolicy = .conceal) -> FrameVerdict {
+                        decoding: FrameVerdict.DecodeCall? = nil, rowsMissing: Bool = false, policy: LossPolicy = .conceal) -> FrameVerdict {
         FrameVerdict(.init(pending: pending, markedKeyframe: keyframe, markedCorrupt: corrupt, pts: pts, loggedErrors: errors,
-                           decoding: decoding), lossPolicy: policy)
+                           decoding: decoding, rowsMissing: rowsMissing), lossPolicy: policy)
     }
 
     @Test func aCleanFrameIsPublishedUnflaggedAndItsKeyframeMarkComesFromItsAccessUnit() {
@@ -57,5 +57,10 @@ import Testing
             == FrameVerdict(decision: .publish(.corrupt), suspendsParts: true, damagesLaterPictures: true))
         #expect(Self.verdict(parts, corrupt: true, errors: 3)
             == FrameVerdict(decision: .publish(.corrupt), suspendsParts: true, damagesLaterPictures: true))
+        // A slice that never came: no error logged, but macroblock rows skipped.
+        #expect(Self.verdict(parts, errors: 3, rowsMissing: true)
+            == FrameVerdict(decision: .publish(.corrupt), suspendsParts: true, damagesLaterPictures: true))
+        // Rows matter only for a picture decoded in parts.
+        #expect(Self.verdict(Self.pending(), rowsMissing: true) == FrameVerdict(decision: .publish([])))
     }
 }

@@ -1,0 +1,143 @@
+import CFFmpeg
+import FrameFormats
+
+/// The rows of the picture being decoded that libavcodec's H.264 decoder is done with (its `draw_horiz_band`,
+/// tracked by CFFmpeg's `streamrecv_band_tracker`): deblocked, and never written again for a clean picture — the
+/// rows it also tells its own frame threads they may read. Valid until the decoder is next called.
+public struct PictureBands {
+    /// The coded picture's planes (no cropping applied).
+    let planes: SourcePlanes
+    let linesizes: [Int]
+    /// Luma rows [0, finalRows) of the coded picture are final.
+    public let finalRows: Int
+    /// The coded picture's size (the decoder's, before cropping).
+    public let codedWidth: Int
+    public let codedHeight: Int
+    let pixelFormat: AVPixelFormat
+
+    /// Macroblocks of 16 × 16 (H.264 frames, which parts are) some of whose rows are reported final: a slice that
+    /// begins before the next would be decoded over them.
+    public var macroblocksReported: Int { (finalRows + 15) / 16 * ((codedWidth + 15) / 16) }
+
+    init?(_ tracker: streamrecv_band_tracker) {
+        guard tracker.state == STREAMRECV_BANDS_TRACKING else { return nil }
+        let data = tracker.data
+        let linesize = tracker.linesize
+        linesizes = [Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)]
+        planes = SourcePlanes(pointers: [data.0, data.1, data.2, data.3], strides: linesizes)
+        finalRows = Int(tracker.rows_final)
+        codedWidth = Int(tracker.coded_width)
+        codedHeight = Int(tracker.coded_height)
+        pixelFormat = AVPixelFormat(rawValue: tracker.format)
+    }
+
+    /// Rows of each plane of the coded picture.
+    fileprivate var planeRows: [Int]? {
+        guard let descriptor = av_pix_fmt_desc_get(pixelFormat) else { return nil }
+        let count = Int(av_pix_fmt_count_planes(pixelFormat))
+        guard count >= 1, count <= 4 else { return nil }
+        let shift = Int(descriptor.pointee.log2_chroma_h)
+        return (0..<count).map { plane in
+            // Chroma planes of YUV are subsampled; planar RGB (GBR) and grey are not (their shift is 0).
+            let planeShift = plane == 0 || plane == 3 ? 0 : shift
+            return (codedHeight + (1 << planeShift) - 1) >> planeShift
+        }
+    }
+}
+
+/// Where a picture's output frame lies inside its coded picture — the cropping libavcodec applied, as byte offsets
+/// of each plane — learned from one frame and used for the next pictures of the same coded geometry, so that their
+/// rows can be copied into a slot while the rest of the picture is still being decoded. Every use is checked: a
+/// frame that does not lie where the placement says is copied whole.
+public struct BandPlacement: Equatable {
+    /// The frame as published.
+    public let layout: FrameLayout
+    let sourceFormat: PixelFormat
+    let linesizes: [Int]
+    let codedWidth: Int
+    let codedHeight: Int
+    let pixelFormat: Int32
+    /// Bytes from each coded plane's start to the frame's plane.
+    let offsets: [Int]
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.layout == rhs.layout && lhs.sourceFormat == rhs.sourceFormat && lhs.linesizes == rhs.linesizes
+            && lhs.codedWidth == rhs.codedWidth && lhs.codedHeight == rhs.codedHeight && lhs.pixelFormat == rhs.pixelFormat
+            && lhs.offsets == rhs.offsets
+    }
+
+    /// `frame` (published as `layout`) placed in the picture `bands` describe; nil when the frame is not that
+    /// picture's (each of its planes must lie inside the coded plane of the same number: two pictures alive at
+    /// once never share memory) or cannot be copied in bands (a GPU frame, another format).
+    public init?(frame: DecodedFrame, bands: PictureBands, layout: FrameLayout) {
+        guard !frame.isHardware, let source = frame.decoderPixelFormat, frame.width == layout.width, frame.height == layout.height,
+              let codedRows = bands.planeRows, codedRows.count == (layout.format.isSemiPlanar ? 3 : layout.planes.count)
+        else { return nil }
+        let planes = frame.planes
+        var offsets: [Int] = []
+        for (index, rows) in codedRows.enumerated() {
+            guard let start = bands.planes.pointers[index], let pointer = planes.pointers[index],
+                  planes.strides[index] == bands.linesizes[index], bands.linesizes[index] > 0 else { return nil }
+            let offset = pointer - start
+            guard offset >= 0, offset < bands.linesizes[index] * rows else { return nil }
+            offsets.append(offset)
+        }
+        self.layout = layout
+        sourceFormat = source
+        linesizes = bands.linesizes
+        codedWidth = bands.codedWidth
+        codedHeight = bands.codedHeight
+        pixelFormat = bands.pixelFormat.rawValue
+        self.offsets = offsets
+        // Every row of the frame lies inside its coded plane, and a semi-planar chroma row takes its two source
+        // rows from the same coded row.
+        for index in offsets.indices {
+            let layoutPlane = layout.format.isSemiPlanar ? min(index, 1) : index
+            guard top(ofSourcePlane: index) + layout.planes[layoutPlane].rows <= codedRows[index] else { return nil }
+        }
+        if layout.format.isSemiPlanar && top(ofSourcePlane: 1) != top(ofSourcePlane: 2) { return nil }
+    }
+
+    /// The coded row of source plane `index` that is the frame's first.
+    private func top(ofSourcePlane index: Int) -> Int { offsets[index] / linesizes[index] }
+
+    private var verticalShift: Int {
+        Int(av_pix_fmt_desc_get(AVPixelFormat(rawValue: pixelFormat))?.pointee.log2_chroma_h ?? 0)
+    }
+
+    /// Whether `bands` are of a picture this placement fits: same coded geometry and format.
+    public func fits(_ bands: PictureBands) -> Bool {
+        bands.linesizes == linesizes && bands.codedWidth == codedWidth && bands.codedHeight == codedHeight
+            && bands.pixelFormat.rawValue == pixelFormat
+    }
+
+    /// Whether `frame` is the picture `bands` describe, lying where this placement says.
+    public func holds(_ frame: DecodedFrame, of bands: PictureBands) -> Bool {
+        guard fits(bands), !frame.isHardware, frame.decoderPixelFormat == sourceFormat,
+              frame.width == layout.width, frame.height == layout.height else { return false }
+        let planes = frame.planes
+        for index in offsets.indices {
+            guard let start = bands.planes.pointers[index], let pointer = planes.pointers[index],
+                  planes.strides[index] == linesizes[index], pointer - start == offsets[index] else { return false }
+        }
+        return true
+    }
+
+    /// How many rows of each layout plane are final in `bands` (which this placement must fit).
+    public func finalRows(_ bands: PictureBands) -> [Int] {
+        let shift = verticalShift
+        return layout.planes.indices.map { index in
+            // Layout plane 1 of NV12/P010 takes source planes 1 and 2, which share their subsampling and crop.
+            let planeShift = index == 0 || index == 3 ? 0 : shift
+            return min(layout.planes[index].rows, max(0, (bands.finalRows >> planeShift) - top(ofSourcePlane: index)))
+        }
+    }
+
+    /// Copies rows `rows[plane]` of each layout plane out of the picture `bands` describe into `destination`.
+    public func copyRows(from bands: PictureBands, into destination: UnsafeMutableRawBufferPointer, rows: [Range<Int>]) {
+        precondition(fits(bands) && rows.count == layout.planes.count && destination.count >= layout.byteCount)
+        let pointers = offsets.indices.map { index in bands.planes.pointers[index].map { $0 + offsets[index] } }
+        let source = SourcePlanes(pointers: pointers, strides: linesizes)
+        PlaneCopier.copy(from: source, format: sourceFormat, into: destination, layout: layout) { rows[$0] }
+    }
+}
