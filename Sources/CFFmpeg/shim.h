@@ -70,17 +70,20 @@ static inline void streamrecv_av_log_route(streamrecv_av_log_sink sink) {
 
 
 /// Rows of the picture being decoded that libavcodec is done with, as its H.264 decoder reports them through
-/// `draw_horiz_band` (the rows it also reports to frame threads as final: deblocked, never written again unless
-/// the picture is concealed or re-decoded). The decode thread arms it before a picture's first slice and reads it
-/// after each slice; the daemon copies those rows out while the next slices are still on the wire.
+/// `draw_horiz_band`: the rows it also reports to frame threads as final. A slice that deblocks reports a macroblock
+/// row 20 rows late (what the next row's deblocking and intra prediction may still touch); a slice that does not
+/// deblocks reports it at once, and the next slice may deblock its bottom rows: Swift's `PictureBands` keeps 4 rows
+/// back from such a band. The decode thread arms the tracker before a picture's first slice and reads it after each
+/// slice; the daemon copies the rows out while the next slices are still on the wire.
 /// States: 0 disarmed, 1 armed (no band yet), 2 tracking, 3 unusable for this picture (a band out of order, of
 /// another picture, or of a field).
 typedef struct streamrecv_band_tracker {
     int state;
-    /// Rows were skipped (a band began below the rows reported, or the first one below the top): macroblock rows
-    /// were never decoded, the picture lacks slices. Kept until the tracker is armed again.
+    /// Rows were skipped (a band began below the rows reported, or the first one below the top, by more than a
+    /// slice that deblocks leaves unreported before one that does not: 20 rows, up to a macroblock row's top):
+    /// macroblock rows were never decoded, the picture lacks slices. Kept until the tracker is armed again.
     int rows_missing;
-    /// Luma rows [0, rows_final) of the coded picture are final.
+    /// Luma rows [0, rows_final) of the coded picture were reported.
     int rows_final;
     const uint8_t *data[4];
     int linesize[4];
@@ -99,6 +102,10 @@ typedef struct streamrecv_decoder_owner {
 #define STREAMRECV_BANDS_TRACKING 2
 #define STREAMRECV_BANDS_UNUSABLE 3
 
+/// A band at `y` after rows reported up to `reported` skips only what a slice that deblocks left unreported before
+/// one that does not reports its row at once: up to 20 rows, ending at a macroblock row's top.
+static inline int streamrecv_bands_skip_deblocking_margin(int reported, int y) { return y % 16 == 0 && y - reported <= 20; }
+
 /// Installed only on a decoder without threads (one thread calls it, the one decoding) and in software. Bands are
 /// taken only from the top down without a gap or overlap, all of one frame picture (type 3, PICT_FRAME): anything
 /// else makes the picture's bands unusable, and the daemon then copies the whole frame once it is out.
@@ -111,7 +118,11 @@ static void streamrecv_draw_horiz_band(struct AVCodecContext *context, const AVF
     if (bands->state == STREAMRECV_BANDS_DISARMED || bands->state == STREAMRECV_BANDS_UNUSABLE) return;
     if (type != 3 || !source || height <= 0) { bands->state = STREAMRECV_BANDS_UNUSABLE; return; }
     if (bands->state == STREAMRECV_BANDS_ARMED) {
-        if (y != 0) { bands->state = STREAMRECV_BANDS_UNUSABLE; bands->rows_missing = 1; return; }
+        if (y != 0) {
+            bands->state = STREAMRECV_BANDS_UNUSABLE;
+            bands->rows_missing = !streamrecv_bands_skip_deblocking_margin(0, y);
+            return;
+        }
         for (int plane = 0; plane < 4; plane++) {
             bands->data[plane] = source->data[plane];
             bands->linesize[plane] = source->linesize[plane];
@@ -123,7 +134,8 @@ static void streamrecv_draw_horiz_band(struct AVCodecContext *context, const AVF
         bands->state = STREAMRECV_BANDS_TRACKING;
         return;
     }
-    if (source->data[0] == bands->data[0] && y > bands->rows_final) bands->rows_missing = 1;
+    if (source->data[0] == bands->data[0] && y > bands->rows_final
+        && !streamrecv_bands_skip_deblocking_margin(bands->rows_final, y)) bands->rows_missing = 1;
     if (source->data[0] != bands->data[0] || y != bands->rows_final) { bands->state = STREAMRECV_BANDS_UNUSABLE; return; }
     bands->rows_final = y + height;
 }

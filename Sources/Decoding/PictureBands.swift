@@ -10,14 +10,18 @@ public struct PictureBands {
     let linesizes: [Int]
     /// Luma rows [0, finalRows) of the coded picture are final.
     public let finalRows: Int
+    /// Luma rows [0, reportedRows) were reported: a band of a slice that does not deblock ends at a macroblock row's
+    /// bottom, whose last 3 rows the next slice's deblocking may still change (and its intra prediction borrow, for
+    /// the bottom one), so the last 4 of them are not final yet.
+    let reportedRows: Int
     /// The coded picture's size (the decoder's, before cropping).
     public let codedWidth: Int
     public let codedHeight: Int
     let pixelFormat: AVPixelFormat
 
-    /// Macroblocks of 16 × 16 (H.264 frames, which parts are) some of whose rows are reported final: a slice that
-    /// begins before the next would be decoded over them.
-    public var macroblocksReported: Int { (finalRows + 15) / 16 * ((codedWidth + 15) / 16) }
+    /// Macroblocks of 16 × 16 (H.264 frames, which parts are) some of whose rows were reported: a slice that begins
+    /// before the next would be decoded over them.
+    public var macroblocksReported: Int { (reportedRows + 15) / 16 * ((codedWidth + 15) / 16) }
 
     init?(_ tracker: streamrecv_band_tracker) {
         guard tracker.state == STREAMRECV_BANDS_TRACKING else { return nil }
@@ -25,9 +29,12 @@ public struct PictureBands {
         let linesize = tracker.linesize
         linesizes = [Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)]
         planes = SourcePlanes(pointers: [data.0, data.1, data.2, data.3], strides: linesizes)
-        finalRows = Int(tracker.rows_final)
+        reportedRows = Int(tracker.rows_final)
         codedWidth = Int(tracker.coded_width)
         codedHeight = Int(tracker.coded_height)
+        // A slice that deblocks reports rows 20 short of its last macroblock row; ending on a row's bottom, the band
+        // is of one that does not, and the picture's next slice may.
+        finalRows = reportedRows % 16 == 0 && reportedRows < codedHeight ? reportedRows - 4 : reportedRows
         pixelFormat = AVPixelFormat(rawValue: tracker.format)
     }
 
@@ -59,12 +66,6 @@ public struct BandPlacement: Equatable {
     let pixelFormat: Int32
     /// Bytes from each coded plane's start to the frame's plane.
     let offsets: [Int]
-
-    public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.layout == rhs.layout && lhs.sourceFormat == rhs.sourceFormat && lhs.linesizes == rhs.linesizes
-            && lhs.codedWidth == rhs.codedWidth && lhs.codedHeight == rhs.codedHeight && lhs.pixelFormat == rhs.pixelFormat
-            && lhs.offsets == rhs.offsets
-    }
 
     /// `frame` (published as `layout`) placed in the picture `bands` describe; nil when the frame is not that
     /// picture's (each of its planes must lie inside the coded plane of the same number: two pictures alive at

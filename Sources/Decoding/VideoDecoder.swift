@@ -195,9 +195,9 @@ public final class VideoDecoder {
     /// The next picture's bands are tracked from its first (the decode thread calls this before sending a picture's
     /// first slice); `disarmBands` stops that.
     public func armBands() {
-        // A decoder that reorders outputs a picture later, when other pictures' bands are tracked: nothing gained.
-        guard tracksBands, let context, context.pointee.has_b_frames == 0 else { return disarmBands() }
         owner.pointee.bands = streamrecv_band_tracker()
+        // A decoder that reorders outputs a picture later, when other pictures' bands are tracked: nothing gained.
+        guard tracksBands, let context, context.pointee.has_b_frames == 0 else { return }
         owner.pointee.bands.state = STREAMRECV_BANDS_ARMED
     }
 

@@ -117,10 +117,38 @@ import Testing
             #expect(owner.pointee.bands.state == STREAMRECV_BANDS_UNUSABLE, "\(name): for the rest of the picture")
         }
         arm()
-        band(first, 16, 16)
+        band(first, 44, 16)
         #expect(owner.pointee.bands.state == STREAMRECV_BANDS_UNUSABLE, "a picture's first band begins at its top")
         #expect(owner.pointee.bands.rows_missing != 0, "the rows above it were never decoded")
         arm()
         #expect(owner.pointee.bands.rows_missing == 0, "arming starts afresh")
+        // A slice that deblocks leaves its last 20 rows unreported; one that does not, after it, reports its
+        // macroblock row at once: rows never reported, but not missing. Beyond that, they are.
+        for (label, y, missing) in [("a slice without deblocking after one with", Int32(48), false), ("a row skipped", 64, true),
+                                    ("a row's top, but further", 80, true)] {
+            arm()
+            band(first, 0, 12)
+            band(first, 12, 16)
+            band(first, y, 16)
+            #expect(owner.pointee.bands.state == STREAMRECV_BANDS_UNUSABLE && (owner.pointee.bands.rows_missing != 0) == missing, "\(label)")
+        }
+        arm()
+        band(first, 16, 16)
+        #expect(owner.pointee.bands.state == STREAMRECV_BANDS_UNUSABLE && owner.pointee.bands.rows_missing == 0,
+                "the first macroblock row of a slice that deblocks, reported by one that does not")
+    }
+
+    /// A band that ends on a macroblock row's bottom is of a slice that does not deblock: the next slice may still
+    /// deblock the row's last 3 rows (and borrow the last for intra prediction), so 4 are held back, except at the
+    /// picture's bottom.
+    @Test func aBandEndingOnAMacroblockRowKeepsItsLastFourRowsBack() {
+        var tracker = streamrecv_band_tracker()
+        tracker.state = STREAMRECV_BANDS_TRACKING
+        tracker.coded_width = 64
+        tracker.coded_height = 96
+        for (reported, final) in [(Int32(28), 28), (48, 44), (90, 90), (96, 96)] {
+            tracker.rows_final = reported
+            #expect(PictureBands(tracker)?.finalRows == final, "\(reported) rows reported")
+        }
     }
 }

@@ -126,8 +126,6 @@ extension DecodeSession {
         let metadata = FramePublisher.metadata(of: frame, pending: meta, flags: flags, decodedAt: decodedAt)
         // Come out clean, the rows written while it was decoded may stand.
         let bands = !flags.contains(.corrupt) && !frame.isCorrupt ? pictureBands : nil
-        let writtenBefore = publisher.framesWrittenWhileDecoded
-        defer { if publisher.framesWrittenWhileDecoded > writtenBefore { telemetry.metrics.framesWrittenWhileDecoded.increment() } }
         publisher.publish(frame, metadata: metadata, bands: bands) { outcome in
             report(outcome)
             // A GPU frame that cannot be downloaded: the device is taken for lost, and the GOP decoded again in
@@ -147,7 +145,8 @@ extension DecodeSession {
     func report(_ outcome: FramePublisher.Outcome) {
         let now = clock.now()
         switch outcome {
-        case .published(let layout, let metadata, let late):
+        case .published(let layout, let metadata, let late, let writtenWhileDecoded):
+            if writtenWhileDecoded { telemetry.metrics.framesWrittenWhileDecoded.increment() }
             let completedAt = metadata.timeAccessUnitComplete == 0 ? nil : metadata.timeAccessUnitComplete
             // How long writing a frame takes is measured on frames written as they were decoded.
             telemetry.published(width: layout.width, height: layout.height, corrupt: metadata.flags.contains(.corrupt),

@@ -42,9 +42,15 @@ final class FramePublisher {
     private let held: HeldFrames
     /// Where the frames of pictures decoded in parts lie in their coded pictures, learned from the last one.
     private var placement: BandPlacement?
-    /// The frame whose rows are going into its slot while its picture is decoded, and how many rows of each of its
-    /// planes are there.
-    private var early: (slot: EarlySlot, rows: [Int])?
+    /// The frame whose rows are going into its slot while its picture is decoded.
+    private var early: EarlyFrame?
+
+    /// A frame being written into its slot as its picture is decoded: the slot, and how many rows of each of the
+    /// frame's planes are there.
+    private struct EarlyFrame {
+        var slot: EarlySlot
+        var rows: [Int]
+    }
 
     init(writer: FrameRingWriter, output: DecoderConfiguration.OutputMode) {
         self.writer = writer
@@ -95,8 +101,9 @@ final class FramePublisher {
 
     /// What became of a frame (or of one held earlier).
     enum Outcome {
-        /// In the ring; `late`: it was held while its ring was made.
-        case published(FrameLayout, FrameMetadata, late: Bool)
+        /// In the ring; `late`: it was held while its ring was made; `writtenWhileDecoded`: most of its rows went
+        /// into the slot while its picture was being decoded.
+        case published(FrameLayout, FrameMetadata, late: Bool, writtenWhileDecoded: Bool = false)
         /// Kept until its larger ring is made (`HeldFrames`).
         case held(FrameLayout, count: Int)
         case dropped(Refusal, width: Int, height: Int)
@@ -106,41 +113,38 @@ final class FramePublisher {
 
     /// A picture begins to be decoded in parts: rows written for one that never came out are not its.
     func pictureBegins() {
-        if let early { self.early = (early.slot, early.rows.map { _ in 0 }) }
+        guard let rows = early?.rows else { return }
+        early?.rows = rows.map { _ in 0 }
     }
 
     /// Writes the rows of the picture being decoded that became final since the last call (`bands`) into the slot
     /// its frame will have, opening the slot at the first: after the picture's last slice only the rest is left to
-    /// copy. Returns how many rows of the first plane it wrote. Nothing before a frame of this geometry has shown
-    /// where its pictures' frames lie (`placement`).
-    @discardableResult
-    func writeFinalRows(_ bands: PictureBands) -> Int {
-        guard let placement, placement.fits(bands) else { return 0 }
+    /// copy. Nothing before a frame of this geometry has shown where its pictures' frames lie (`placement`).
+    func writeFinalRows(_ bands: PictureBands) {
+        guard let placement, placement.fits(bands) else { return }
         let final = placement.finalRows(bands)
         var current = early
         if current?.slot.layout != placement.layout {
-            guard final.contains(where: { $0 > 0 }), let slot = writer.beginFrame(layout: placement.layout) else { return 0 }
-            current = (slot, final.map { _ in 0 })
+            guard final.contains(where: { $0 > 0 }), let slot = writer.beginFrame(layout: placement.layout) else { return }
+            current = EarlyFrame(slot: slot, rows: final.map { _ in 0 })
         }
-        guard var current else { return 0 }
+        guard var current else { return }
         let rows = zip(current.rows, final).map { $0..<max($0, $1) }
         guard rows.contains(where: { !$0.isEmpty }) else {
             early = current
-            return 0
+            return
         }
         guard writer.writeEarly(current.slot, { placement.copyRows(from: bands, into: $0, rows: rows) }) else {
             early = nil
-            return 0
+            return
         }
         current.rows = rows.map(\.upperBound)
         early = current
-        return rows[0].count
     }
 
-    /// The frame whose rows were being written will not come out (the input ended, the decoder was replaced): its
-    /// slot is closed holding no frame.
+    /// No frame is coming for rows written early (the input ended): an open slot is closed holding no frame, whether
+    /// or not this publisher still remembers its frame (a frame published since may have been held or refused).
     func abandonEarlyFrame() {
-        guard early != nil else { return }
         early = nil
         writer.abandonFrame()
     }
@@ -161,7 +165,7 @@ final class FramePublisher {
             lastLayout = FrameLayout(format: format, width: frame.width, height: frame.height)
         }
         let layout = lastLayout!
-        var continuing: (slot: EarlySlot, rows: [Int])?
+        var continuing: EarlyFrame?
         if let early, let bands, let placement, placement.layout == layout, placement.holds(frame, of: bands) { continuing = early }
         early = nil
         if let bands, let learned = BandPlacement(frame: frame, bands: bands, layout: layout), learned != placement { placement = learned }
@@ -178,12 +182,8 @@ final class FramePublisher {
             return true
         }
         if case .awaitingRing = outcome { return hold(frame, layout: layout, metadata: metadata, report: report) }
-        if continued, case .published = outcome { framesWrittenWhileDecoded += 1 }
-        report(settle(outcome, layout: layout, metadata: metadata, late: false, failure: failure))
+        report(settle(outcome, layout: layout, metadata: metadata, late: false, failure: failure, writtenWhileDecoded: continued))
     }
-
-    /// Frames published whose rows went into their slot while their picture was being decoded.
-    private(set) var framesWrittenWhileDecoded = 0
 
     /// Whether frames wait for their ring (the decode thread then looks for it every few milliseconds).
     var holdsFrames: Bool { !held.isEmpty }
@@ -243,12 +243,12 @@ final class FramePublisher {
 
     /// A publication's outcome as the session sees it (the discontinuity flag is owed after any refusal).
     private func settle(_ outcome: PublishOutcome, layout: FrameLayout, metadata: FrameMetadata, late: Bool,
-                        failure: DecoderError?) -> Outcome {
+                        failure: DecoderError?, writtenWhileDecoded: Bool = false) -> Outcome {
         let refusal: Refusal
         switch outcome {
         case .published:
             if !late { discontinuity = false }
-            return .published(layout, metadata, late: late)
+            return .published(layout, metadata, late: late, writtenWhileDecoded: writtenWhileDecoded)
         case .refused(let needed, let limit): refusal = .slotCapacity(layout.format, needed: needed, limit: limit)
         case .unavailable: refusal = .ringUnavailable
         case .unfilled: refusal = .writeFailed(failure.map { "\($0)" } ?? "unknown")

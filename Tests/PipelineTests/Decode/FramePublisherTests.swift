@@ -45,7 +45,7 @@ private func decodedFrames(count: Int, _ body: (DecodedFrame) -> Void) throws {
             index += 1
         }
         #expect(outcomes.count == 3 && outcomes.allSatisfy {
-            if case .published(let layout, _, late: false) = $0 { layout.format == .nv12 } else { false }
+            if case .published(let layout, _, late: false, _) = $0 { layout.format == .nv12 } else { false }
         }, "\(outcomes)")
         var pixels: [UInt8] = []
         let flags: [FrameFlags] = (1...3).map { sequence in
@@ -87,7 +87,7 @@ private func decodedFrames(count: Int, _ body: (DecodedFrame) -> Void) throws {
             metadata.pts = Int64(index)
             ring.publisher.publish(frame, metadata: metadata) { outcome in
                 switch outcome {
-                case .published(_, let metadata, let late): outcomes.append("published \(metadata.pts)\(late ? " late" : "")")
+                case .published(_, let metadata, let late, _): outcomes.append("published \(metadata.pts)\(late ? " late" : "")")
                 case .held(_, let count): outcomes.append("held \(count)")
                 case .dropped(let refusal, _, _): outcomes.append("dropped \(refusal.dropReason.rawValue)")
                 }
