@@ -158,11 +158,25 @@ struct SourcePlanes {
         strides = PerPlane(values: (Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)))
     }
 
-    /// Up to four planes given one by one.
-    init(pointers given: [UnsafePointer<UInt8>?], strides givenStrides: [Int]) {
-        func at<Value>(_ values: [Value], _ index: Int, _ none: Value) -> Value { index < values.count ? values[index] : none }
-        pointers = PerPlane(values: (at(given, 0, nil), at(given, 1, nil), at(given, 2, nil), at(given, 3, nil)))
-        strides = PerPlane(values: (at(givenStrides, 0, 0), at(givenStrides, 1, 0), at(givenStrides, 2, 0), at(givenStrides, 3, 0)))
+    /// The planes of the picture a band tracker follows.
+    init(_ tracker: streamrecv_band_tracker) {
+        let data = tracker.data
+        let linesize = tracker.linesize
+        pointers = PerPlane(values: (data.0, data.1, data.2, data.3))
+        strides = PerPlane(values: (Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)))
+    }
+
+    private init(pointers: PerPlane<UnsafePointer<UInt8>?>, strides: PerPlane<Int>) {
+        self.pointers = pointers
+        self.strides = strides
+    }
+
+    /// The same planes, each begun `offsets[plane]` bytes further (planes past the offsets given stay as they are).
+    func advanced(by offsets: [Int]) -> SourcePlanes {
+        func moved(_ index: Int) -> UnsafePointer<UInt8>? {
+            index < offsets.count ? pointers[index].map { $0 + offsets[index] } : pointers[index]
+        }
+        return SourcePlanes(pointers: PerPlane(values: (moved(0), moved(1), moved(2), moved(3))), strides: strides)
     }
 }
 

@@ -5,9 +5,8 @@ import FrameFormats
 /// tracked by CFFmpeg's `streamrecv_band_tracker`): deblocked, and never written again for a clean picture — the
 /// rows it also tells its own frame threads they may read. Valid until the decoder is next called.
 public struct PictureBands {
-    /// The coded picture's planes (no cropping applied).
+    /// The coded picture's planes (no cropping applied), and their strides (libavcodec's linesizes).
     let planes: SourcePlanes
-    let linesizes: [Int]
     /// Luma rows [0, finalRows) of the coded picture are final.
     public let finalRows: Int
     /// Luma rows [0, reportedRows) were reported: a band of a slice that does not deblock ends at a macroblock row's
@@ -25,10 +24,8 @@ public struct PictureBands {
 
     init?(_ tracker: streamrecv_band_tracker) {
         guard tracker.state == STREAMRECV_BANDS_TRACKING else { return nil }
-        let data = tracker.data
-        let linesize = tracker.linesize
-        linesizes = [Int(linesize.0), Int(linesize.1), Int(linesize.2), Int(linesize.3)]
-        planes = SourcePlanes(pointers: [data.0, data.1, data.2, data.3], strides: linesizes)
+        // Read into fixed storage: asked after every slice, nothing here allocates.
+        planes = SourcePlanes(tracker)
         reportedRows = Int(tracker.rows_final)
         codedWidth = Int(tracker.coded_width)
         codedHeight = Int(tracker.coded_height)
@@ -66,6 +63,8 @@ public struct BandPlacement: Equatable {
     let pixelFormat: Int32
     /// Bytes from each coded plane's start to the frame's plane.
     let offsets: [Int]
+    /// log2 of the chroma planes' vertical subsampling.
+    let verticalShift: Int
 
     /// `frame` (published as `layout`) placed in the picture `bands` describe; nil when the frame is not that
     /// picture's (each of its planes must lie inside the coded plane of the same number: two pictures alive at
@@ -78,14 +77,15 @@ public struct BandPlacement: Equatable {
         var offsets: [Int] = []
         for (index, rows) in codedRows.enumerated() {
             guard let start = bands.planes.pointers[index], let pointer = planes.pointers[index],
-                  planes.strides[index] == bands.linesizes[index], bands.linesizes[index] > 0 else { return nil }
+                  planes.strides[index] == bands.planes.strides[index], bands.planes.strides[index] > 0 else { return nil }
             let offset = pointer - start
-            guard offset >= 0, offset < bands.linesizes[index] * rows else { return nil }
+            guard offset >= 0, offset < bands.planes.strides[index] * rows else { return nil }
             offsets.append(offset)
         }
         self.layout = layout
         sourceFormat = source
-        linesizes = bands.linesizes
+        linesizes = codedRows.indices.map { bands.planes.strides[$0] }
+        verticalShift = Int(av_pix_fmt_desc_get(bands.pixelFormat)?.pointee.log2_chroma_h ?? 0)
         codedWidth = bands.codedWidth
         codedHeight = bands.codedHeight
         pixelFormat = bands.pixelFormat.rawValue
@@ -102,14 +102,12 @@ public struct BandPlacement: Equatable {
     /// The coded row of source plane `index` that is the frame's first.
     private func top(ofSourcePlane index: Int) -> Int { offsets[index] / linesizes[index] }
 
-    private var verticalShift: Int {
-        Int(av_pix_fmt_desc_get(AVPixelFormat(rawValue: pixelFormat))?.pointee.log2_chroma_h ?? 0)
-    }
 
     /// Whether `bands` are of a picture this placement fits: same coded geometry and format.
     public func fits(_ bands: PictureBands) -> Bool {
-        bands.linesizes == linesizes && bands.codedWidth == codedWidth && bands.codedHeight == codedHeight
-            && bands.pixelFormat.rawValue == pixelFormat
+        guard bands.codedWidth == codedWidth, bands.codedHeight == codedHeight, bands.pixelFormat.rawValue == pixelFormat
+        else { return false }
+        return linesizes.indices.allSatisfy { bands.planes.strides[$0] == linesizes[$0] }
     }
 
     /// Whether `frame` is the picture `bands` describe, lying where this placement says.
@@ -124,21 +122,16 @@ public struct BandPlacement: Equatable {
         return true
     }
 
-    /// How many rows of each layout plane are final in `bands` (which this placement must fit).
-    public func finalRows(_ bands: PictureBands) -> [Int] {
-        let shift = verticalShift
-        return layout.planes.indices.map { index in
-            // Layout plane 1 of NV12/P010 takes source planes 1 and 2, which share their subsampling and crop.
-            let planeShift = index == 0 || index == 3 ? 0 : shift
-            return min(layout.planes[index].rows, max(0, (bands.finalRows >> planeShift) - top(ofSourcePlane: index)))
-        }
+    /// How many rows of layout plane `index` are final in `bands` (which this placement must fit).
+    public func finalRows(ofPlane index: Int, in bands: PictureBands) -> Int {
+        // Layout plane 1 of NV12/P010 takes source planes 1 and 2, which share their subsampling and crop.
+        let planeShift = index == 0 || index == 3 ? 0 : verticalShift
+        return min(layout.planes[index].rows, max(0, (bands.finalRows >> planeShift) - top(ofSourcePlane: index)))
     }
 
-    /// Copies rows `rows[plane]` of each layout plane out of the picture `bands` describe into `destination`.
-    public func copyRows(from bands: PictureBands, into destination: UnsafeMutableRawBufferPointer, rows: [Range<Int>]) {
-        precondition(fits(bands) && rows.count == layout.planes.count && destination.count >= layout.byteCount)
-        let pointers = offsets.indices.map { index in bands.planes.pointers[index].map { $0 + offsets[index] } }
-        let source = SourcePlanes(pointers: pointers, strides: linesizes)
-        PlaneCopier.copy(from: source, format: sourceFormat, into: destination, layout: layout) { rows[$0] }
+    /// Copies rows `rows(plane)` of each layout plane out of the picture `bands` describe into `destination`.
+    public func copyRows(from bands: PictureBands, into destination: UnsafeMutableRawBufferPointer, rows: (Int) -> Range<Int>) {
+        precondition(fits(bands) && destination.count >= layout.byteCount)
+        PlaneCopier.copy(from: bands.planes.advanced(by: offsets), format: sourceFormat, into: destination, layout: layout, rows: rows)
     }
 }

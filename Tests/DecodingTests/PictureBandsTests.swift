@@ -45,13 +45,13 @@ import Testing
                     #expect(placement.holds(frame, of: bands))
                 }
                 placement = learned
-                let final = learned.finalRows(bands)
+                let final = layout.planes.indices.map { learned.finalRows(ofPlane: $0, in: bands) }
                 #expect(final == layout.planes.map(\.rows), "a whole picture decoded: every row final")
                 // As if only the top half were final when the picture was half decoded.
                 let half = final.map { $0 / 2 }
                 var early = [UInt8](repeating: 0xEE, count: layout.byteCount)
                 early.withUnsafeMutableBytes { destination in
-                    learned.copyRows(from: bands, into: destination, rows: half.map { 0..<$0 })
+                    learned.copyRows(from: bands, into: destination) { 0..<half[$0] }
                     frame.writeRows(into: destination, layout: layout, from: half)
                 }
                 var whole = [UInt8](repeating: 0xEE, count: layout.byteCount)

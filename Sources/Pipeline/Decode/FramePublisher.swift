@@ -113,8 +113,8 @@ final class FramePublisher {
 
     /// A picture begins to be decoded in parts: rows written for one that never came out are not its.
     func pictureBegins() {
-        guard let rows = early?.rows else { return }
-        early?.rows = rows.map { _ in 0 }
+        guard let planes = early?.rows.indices else { return }
+        for plane in planes { early!.rows[plane] = 0 }
     }
 
     /// Writes the rows of the picture being decoded that became final since the last call (`bands`) into the slot
@@ -122,24 +122,25 @@ final class FramePublisher {
     /// copy. Nothing before a frame of this geometry has shown where its pictures' frames lie (`placement`).
     func writeFinalRows(_ bands: PictureBands) {
         guard let placement, placement.fits(bands) else { return }
-        let final = placement.finalRows(bands)
-        var current = early
-        if current?.slot.layout != placement.layout {
-            guard final.contains(where: { $0 > 0 }), let slot = writer.beginFrame(layout: placement.layout) else { return }
-            current = EarlyFrame(slot: slot, rows: final.map { _ in 0 })
+        let planes = placement.layout.planes.indices
+        if early?.slot.layout != placement.layout {
+            guard planes.contains(where: { placement.finalRows(ofPlane: $0, in: bands) > 0 }),
+                  let slot = writer.beginFrame(layout: placement.layout) else { return }
+            early = EarlyFrame(slot: slot, rows: Array(repeating: 0, count: planes.count))
         }
-        guard var current else { return }
-        let rows = zip(current.rows, final).map { $0..<max($0, $1) }
-        guard rows.contains(where: { !$0.isEmpty }) else {
-            early = current
-            return
+        guard let slot = early?.slot,
+              planes.contains(where: { placement.finalRows(ofPlane: $0, in: bands) > early!.rows[$0] }) else { return }
+        // Read and updated in place: after every slice, nothing here allocates.
+        let written = writer.writeEarly(slot) { destination in
+            placement.copyRows(from: bands, into: destination) { plane in
+                early!.rows[plane]..<max(early!.rows[plane], placement.finalRows(ofPlane: plane, in: bands))
+            }
         }
-        guard writer.writeEarly(current.slot, { placement.copyRows(from: bands, into: $0, rows: rows) }) else {
+        guard written else {
             early = nil
             return
         }
-        current.rows = rows.map(\.upperBound)
-        early = current
+        for plane in planes { early!.rows[plane] = max(early!.rows[plane], placement.finalRows(ofPlane: plane, in: bands)) }
     }
 
     /// No frame is coming for rows written early (the input ended): an open slot is closed holding no frame, whether
@@ -168,7 +169,10 @@ final class FramePublisher {
         var continuing: EarlyFrame?
         if let early, let bands, let placement, placement.layout == layout, placement.holds(frame, of: bands) { continuing = early }
         early = nil
-        if let bands, let learned = BandPlacement(frame: frame, bands: bands, layout: layout), learned != placement { placement = learned }
+        // Learned from a frame that does not lie where the last one did (the first of a geometry).
+        if let bands, continuing == nil, placement?.holds(frame, of: bands) != true {
+            placement = BandPlacement(frame: frame, bands: bands, layout: layout) ?? placement
+        }
         if !held.isEmpty { publishHeld(report: report) }
         guard held.isEmpty else { return hold(frame, layout: layout, metadata: metadata, report: report) }
         var metadata = metadata
